@@ -1,0 +1,85 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1beta1
+
+// Condition types set on a MailgunCluster. Ready and Paused follow the
+// Cluster API v1beta2 contract; EmailSent is this provider's own.
+const (
+	// ReadyCondition is True once the request email was accepted by Mailgun.
+	// It mirrors EmailSent; Cluster API mirrors it into the Cluster's
+	// InfrastructureReady condition.
+	ReadyCondition = "Ready"
+
+	// EmailSentCondition reports the state of the request email.
+	EmailSentCondition = "EmailSent"
+
+	// PausedCondition is True while reconciliation is paused, through the
+	// Cluster's spec.paused or the cluster.x-k8s.io/paused annotation.
+	PausedCondition = "Paused"
+)
+
+// Reasons for the EmailSent (and mirrored Ready) condition. Each is
+// documented, with its fix, in docs/troubleshooting.md.
+const (
+	// EmailAcceptedReason: Mailgun accepted the request email.
+	EmailAcceptedReason = "EmailAccepted"
+
+	// WaitingForClusterReason: no Cluster owns the MailgunCluster yet; Cluster
+	// API sets the owner reference once a Cluster's infrastructureRef points
+	// at it.
+	WaitingForClusterReason = "WaitingForCluster"
+
+	// MailgunNotConfiguredReason: the operator lacks Mailgun settings (domain,
+	// API key or recipient) or they are invalid.
+	MailgunNotConfiguredReason = "MailgunNotConfigured"
+
+	// InvalidCredentialsReason: Mailgun answered 401; the API key is wrong or
+	// belongs to another region.
+	InvalidCredentialsReason = "InvalidCredentials"
+
+	// RecipientNotAuthorizedReason: Mailgun answered 403, usually a sandbox
+	// domain whose authorised recipients do not include the recipient.
+	RecipientNotAuthorizedReason = "RecipientNotAuthorized"
+
+	// MessageRejectedReason: Mailgun answered 400 and will not accept this
+	// message as it is. Terminal until the spec or configuration changes.
+	MessageRejectedReason = "MessageRejected"
+
+	// RateLimitedReason: Mailgun answered 429; the send is retried after the
+	// rate-limit window.
+	RateLimitedReason = "RateLimited"
+
+	// MailgunUnavailableReason: Mailgun answered 5xx or another unexpected
+	// status; the send is retried with backoff.
+	MailgunUnavailableReason = "MailgunUnavailable"
+
+	// SendOutcomeUnknownReason: a send attempt ended without an answer
+	// (timeout, connection reset). The controller does not send again until
+	// Mailgun's events show the message was not accepted.
+	SendOutcomeUnknownReason = "SendOutcomeUnknown"
+
+	// DeletingReason: the MailgunCluster is being deleted.
+	DeletingReason = "Deleting"
+)
+
+// Reasons for the Paused condition.
+const (
+	// PausedReason: reconciliation is paused.
+	PausedReason = "Paused"
+	// NotPausedReason: reconciliation is not paused.
+	NotPausedReason = "NotPaused"
+)

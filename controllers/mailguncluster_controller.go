@@ -1,0 +1,263 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package controllers holds the MailgunCluster reconciler.
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/annotations"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/predicates"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/metrics"
+)
+
+// Mailer sends request emails and looks them up; *mailer.Client implements it.
+type Mailer interface {
+	Send(ctx context.Context, r mailer.Request) (string, error)
+	WasAccepted(ctx context.Context, messageID string) (bool, error)
+}
+
+// ConfigSource provides the Mailgun settings; *config.Source implements it.
+type ConfigSource interface {
+	Load(ctx context.Context) (mailer.Settings, error)
+	Check(settings mailer.Settings) error
+}
+
+// ConfigObjects names the Secret and ConfigMap holding the Mailgun settings,
+// so that changes to them trigger a reconcile of every MailgunCluster.
+type ConfigObjects struct {
+	Namespace     string
+	SecretName    string
+	ConfigMapName string
+}
+
+// MailgunClusterReconciler sends one request email per MailgunCluster.
+type MailgunClusterReconciler struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+	Config   ConfigSource
+	// ConfigObjects are watched; zero value watches nothing.
+	ConfigObjects ConfigObjects
+	// NewMailer returns a Mailer for the given settings.
+	NewMailer func(mailer.Settings) Mailer
+	Metrics   *metrics.Metrics
+
+	// WatchFilterValue, if set, restricts reconciliation to objects with the
+	// cluster.x-k8s.io/watch-filter label of that value.
+	WatchFilterValue string
+
+	// SettleTime is how long after a send attempt that got no answer we wait
+	// for Mailgun's events to show the message before concluding it was not
+	// accepted and sending again. Mailgun's event log lags a little behind.
+	SettleTime time.Duration
+
+	// RecheckInterval is how long to wait before trying again after Mailgun
+	// refused our credentials or recipient. Configuration changes trigger an
+	// immediate retry regardless.
+	RecheckInterval time.Duration
+
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+
+	holds holds
+}
+
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=mailgunclusters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=mailgunclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=mailgunclusters/finalizers,verbs=update
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:namespace=system,groups="",resources=secrets;configmaps,verbs=get;list;watch
+
+// Reconcile reads top-down: get the MailgunCluster, find its owner Cluster,
+// honour pausing, then either send the request email or handle deletion,
+// and finally patch the object.
+func (r *MailgunClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	log := ctrl.LoggerFrom(ctx)
+
+	mc := &infrav1.MailgunCluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, mc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("getting MailgunCluster: %w", err)
+	}
+
+	cluster, err := util.GetOwnerCluster(ctx, r.Client, mc.ObjectMeta)
+	if err != nil && !(apierrors.IsNotFound(err) && !mc.DeletionTimestamp.IsZero()) {
+		return ctrl.Result{}, fmt.Errorf("getting owner Cluster: %w", err)
+	}
+	if cluster != nil {
+		log = log.WithValues("Cluster", klogRef(cluster))
+		ctx = ctrl.LoggerInto(ctx, log)
+	}
+
+	s, err := newScope(mc, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		if err := s.patch(ctx); err != nil {
+			retErr = joinErrors(retErr, err)
+		}
+	}()
+
+	if paused := setPausedCondition(mc, cluster); paused {
+		log.V(4).Info("Reconciliation is paused")
+		return ctrl.Result{}, nil
+	}
+
+	if !mc.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, s)
+	}
+
+	if cluster == nil {
+		log.Info("Waiting for Cluster API to set the owner Cluster")
+		setEmailSent(mc, metav1.ConditionFalse, infrav1.WaitingForClusterReason,
+			"waiting for a Cluster to reference this MailgunCluster in spec.infrastructureRef")
+		return ctrl.Result{}, nil
+	}
+
+	return r.reconcileNormal(ctx, s)
+}
+
+func (r *MailgunClusterReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
+	mc := s.mc
+	// An email cannot be recalled: nothing outside the apiserver needs
+	// cleaning up. The finalizer exists so Cluster API waits for us and so the
+	// deletion is recorded.
+	setEmailSent(mc, metav1.ConditionFalse, infrav1.DeletingReason, "the MailgunCluster is being deleted")
+	r.holds.forget(mc.UID)
+	if controllerutil.RemoveFinalizer(mc, infrav1.ClusterFinalizer) {
+		r.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, "Deleted", "Delete",
+			"MailgunCluster deleted; the request email (message ID %q) cannot be recalled", recordedMessageID(mc))
+	}
+	return ctrl.Result{}, nil
+}
+
+// SetupWithManager registers the controller and its watches.
+func (r *MailgunClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
+	log := ctrl.LoggerFrom(ctx)
+	scheme := mgr.GetScheme()
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&infrav1.MailgunCluster{}, builder.WithPredicates(
+			predicates.ResourceHasFilterLabel(scheme, log, r.WatchFilterValue),
+			predicates.ResourceIsNotExternallyManaged(scheme, log),
+		)).
+		WithOptions(options).
+		Watches(&clusterv1.Cluster{},
+			handler.EnqueueRequestsFromMapFunc(util.ClusterToInfrastructureMapFunc(ctx,
+				infrav1.GroupVersion.WithKind("MailgunCluster"), mgr.GetClient(), &infrav1.MailgunCluster{})),
+			builder.WithPredicates(
+				predicates.ClusterPausedTransitions(scheme, log),
+				predicates.ResourceHasFilterLabel(scheme, log, r.WatchFilterValue),
+			)).
+		Named("mailguncluster")
+
+	if o := r.ConfigObjects; o.Namespace != "" {
+		enqueueAll := handler.EnqueueRequestsFromMapFunc(r.allMailgunClusters)
+		isConfig := func(name string) predicate.Predicate {
+			return predicate.NewPredicateFuncs(func(obj client.Object) bool {
+				return obj.GetNamespace() == o.Namespace && obj.GetName() == name
+			})
+		}
+		b = b.Watches(&corev1.Secret{}, enqueueAll, builder.WithPredicates(isConfig(o.SecretName))).
+			Watches(&corev1.ConfigMap{}, enqueueAll, builder.WithPredicates(isConfig(o.ConfigMapName)))
+	}
+	if err := b.Complete(r); err != nil {
+		return fmt.Errorf("creating MailgunCluster controller: %w", err)
+	}
+	return nil
+}
+
+// allMailgunClusters maps a configuration change to every MailgunCluster:
+// any of them may be waiting for working settings.
+func (r *MailgunClusterReconciler) allMailgunClusters(ctx context.Context, _ client.Object) []reconcile.Request {
+	list := &infrav1.MailgunClusterList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing MailgunClusters after a configuration change")
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{
+			Namespace: list.Items[i].Namespace, Name: list.Items[i].Name,
+		}})
+	}
+	return reqs
+}
+
+func (r *MailgunClusterReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// setPausedCondition sets the Paused condition and reports whether
+// reconciliation is paused, through the owner Cluster's spec.paused or the
+// cluster.x-k8s.io/paused annotation on the MailgunCluster.
+func setPausedCondition(mc *infrav1.MailgunCluster, cluster *clusterv1.Cluster) bool {
+	var paused bool
+	var msg string
+	switch {
+	case annotations.HasPaused(mc):
+		paused, msg = true, fmt.Sprintf("the MailgunCluster has the %s annotation", clusterv1.PausedAnnotation)
+	case cluster != nil && ptr.Deref(cluster.Spec.Paused, false):
+		paused, msg = true, fmt.Sprintf("Cluster %s is paused (spec.paused)", cluster.Name)
+	}
+	if paused {
+		conditions.Set(mc, metav1.Condition{Type: infrav1.PausedCondition, Status: metav1.ConditionTrue, Reason: infrav1.PausedReason, Message: msg})
+		return true
+	}
+	conditions.Set(mc, metav1.Condition{Type: infrav1.PausedCondition, Status: metav1.ConditionFalse, Reason: infrav1.NotPausedReason})
+	return false
+}
+
+// setEmailSent sets the EmailSent condition and mirrors it into Ready, which
+// is what Cluster API reads: this provider is ready exactly when the email
+// was accepted.
+func setEmailSent(mc *infrav1.MailgunCluster, status metav1.ConditionStatus, reason, message string) {
+	conditions.Set(mc, metav1.Condition{Type: infrav1.EmailSentCondition, Status: status, Reason: reason, Message: message})
+	conditions.Set(mc, metav1.Condition{Type: infrav1.ReadyCondition, Status: status, Reason: reason, Message: message})
+}
+
+func klogRef(obj client.Object) string {
+	return obj.GetNamespace() + "/" + obj.GetName()
+}

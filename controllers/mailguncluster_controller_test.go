@@ -1,0 +1,534 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailgunfake"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
+)
+
+func TestSendsOneEmailForAnOwnedMailgunCluster(t *testing.T) {
+	h := newHarness(t)
+	h.startManager()
+	_, created := h.createOwned("happy")
+
+	mc := h.waitForAccepted("happy", 30*time.Second)
+
+	emails := h.emailsFor("happy")
+	if len(emails) != 1 {
+		t.Fatalf("got %d emails, want exactly 1", len(emails))
+	}
+	e := emails[0]
+	wantID := fmt.Sprintf("<mailguncluster.%s@%s>", created.UID, testDomain)
+	for _, c := range []struct{ field, got, want string }{
+		{"message ID", e.ID, wantID},
+		{"subject", e.Subject, "[Urgent] New Cluster requested"},
+		{"body", e.Text, "Hello! One cluster please.\n\nThree control plane nodes, please.\n"},
+		{"from", e.From, "Cluster API Mailgun Provider <cluster-api@mg.example.com>"},
+		{"to", strings.Join(e.To, ","), testRecipient},
+		{"reply-to", e.ReplyTo, "alice@example.com"},
+		{"status.messageID", mc.Status.MessageID, wantID},
+		{"accepted annotation", mc.Annotations[infrav1.AcceptedMessageIDAnnotation], wantID},
+		{"message-id annotation", mc.Annotations[infrav1.MessageIDAnnotation], wantID},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.field, c.got, c.want)
+		}
+	}
+	if _, pending := mc.Annotations[infrav1.SendAttemptedAtAnnotation]; pending {
+		t.Errorf("send-attempted-at annotation still present after the email was recorded")
+	}
+	if !ptr.Deref(mc.Status.Initialization.Provisioned, false) {
+		t.Errorf("status.initialization.provisioned is not true")
+	}
+	if !conditions.IsTrue(mc, infrav1.ReadyCondition) || !conditions.IsFalse(mc, infrav1.PausedCondition) {
+		t.Errorf("conditions = %+v, want Ready=True and Paused=False", mc.Status.Conditions)
+	}
+	if mc.Status.ObservedGeneration != mc.Generation {
+		t.Errorf("observedGeneration = %d, want %d", mc.Status.ObservedGeneration, mc.Generation)
+	}
+	if !hasFinalizer(mc) {
+		t.Errorf("finalizer %s missing", infrav1.ClusterFinalizer)
+	}
+	h.eventually(10*time.Second, "an EmailSent event", func() (bool, string) {
+		for _, e := range h.events("happy") {
+			if e.Reason == infrav1.EmailSentCondition && e.Type == corev1.EventTypeNormal {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d events", len(h.events("happy")))
+	})
+
+	// Later reconciles (the resync of a restart included) send nothing more.
+	h.stopManager()
+	h.startManager()
+	h.consistently(2*time.Second, "exactly one email", func() (bool, string) {
+		n := len(h.emailsFor("happy"))
+		return n == 1, fmt.Sprintf("%d emails", n)
+	})
+}
+
+func TestWaitsForTheOwnerCluster(t *testing.T) {
+	h := newHarness(t)
+	h.startManager()
+	mc := newMailgunCluster(h.ns, "orphan")
+	if err := h.c.Create(h.ctx, mc); err != nil {
+		t.Fatalf("creating MailgunCluster: %v", err)
+	}
+	got := h.waitForReason("orphan", infrav1.WaitingForClusterReason, 20*time.Second)
+	if !conditions.IsFalse(got, infrav1.ReadyCondition) {
+		t.Errorf("Ready should be False while waiting for the Cluster")
+	}
+	h.consistently(time.Second, "no email without an owner Cluster", func() (bool, string) {
+		return len(h.fake.Messages()) == 0, "an email was sent"
+	})
+
+	// Cluster API sets the owner reference once a Cluster refers to it.
+	cluster := h.createCluster("orphan")
+	got = h.get("orphan")
+	ownedBy(got, cluster)
+	if err := h.c.Update(h.ctx, got); err != nil {
+		t.Fatalf("setting owner reference: %v", err)
+	}
+	h.waitForAccepted("orphan", 20*time.Second)
+	if n := len(h.emailsFor("orphan")); n != 1 {
+		t.Errorf("got %d emails, want 1", n)
+	}
+}
+
+func TestHonoursPause(t *testing.T) {
+	tests := []struct {
+		name string
+		// viaCluster pauses through Cluster.spec.paused, else through the
+		// annotation on the MailgunCluster.
+		viaCluster bool
+	}{
+		{name: "cluster spec.paused", viaCluster: true},
+		{name: "paused annotation"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.startManager()
+			cluster := h.createCluster("paused", func(c *clusterv1.Cluster) { c.Spec.Paused = ptr.To(tt.viaCluster) })
+			mc := newMailgunCluster(h.ns, "paused")
+			ownedBy(mc, cluster)
+			if !tt.viaCluster {
+				mc.Annotations = map[string]string{clusterv1.PausedAnnotation: "true"}
+			}
+			if err := h.c.Create(h.ctx, mc); err != nil {
+				t.Fatalf("creating MailgunCluster: %v", err)
+			}
+			h.eventually(20*time.Second, "Paused=True", func() (bool, string) {
+				got := h.get("paused")
+				return conditions.IsTrue(got, infrav1.PausedCondition), fmt.Sprintf("%+v", got.Status.Conditions)
+			})
+			h.consistently(time.Second, "no email while paused", func() (bool, string) {
+				return len(h.fake.Messages()) == 0, "an email was sent"
+			})
+
+			if tt.viaCluster {
+				patchObj(h, cluster, func() { cluster.Spec.Paused = ptr.To(false) })
+			} else {
+				mc := h.get("paused")
+				patchObj(h, mc, func() { delete(mc.Annotations, clusterv1.PausedAnnotation) })
+			}
+			got := h.waitForAccepted("paused", 20*time.Second)
+			if !conditions.IsFalse(got, infrav1.PausedCondition) {
+				t.Errorf("Paused should be False after unpausing")
+			}
+		})
+	}
+}
+
+func TestDeletionRemovesTheFinalizer(t *testing.T) {
+	h := newHarness(t)
+	h.startManager()
+	h.createOwned("doomed")
+	mc := h.waitForAccepted("doomed", 20*time.Second)
+
+	if err := h.c.Delete(h.ctx, mc); err != nil {
+		t.Fatalf("deleting: %v", err)
+	}
+	h.eventually(20*time.Second, "the MailgunCluster to be gone", func() (bool, string) {
+		err := h.c.Get(h.ctx, client.ObjectKeyFromObject(mc), &infrav1.MailgunCluster{})
+		return apierrors.IsNotFound(err), fmt.Sprintf("get: %v", err)
+	})
+	if n := len(h.emailsFor("doomed")); n != 1 {
+		t.Errorf("got %d emails, want 1", n)
+	}
+}
+
+func TestMailgunFailures(t *testing.T) {
+	tests := []struct {
+		name string
+		// setup prepares the failure before the MailgunCluster is created.
+		setup func(h *harness)
+		// reason is the EmailSent reason while it fails.
+		reason string
+		// fix ends the failure; nil means it is terminal.
+		fix func(h *harness)
+		// maxSends bounds the send requests while failing, to catch hot loops.
+		maxSends int
+	}{
+		{
+			name:   "invalid API key",
+			setup:  func(h *harness) { h.env[config.EnvAPIKey] = "key-wrong" },
+			reason: infrav1.InvalidCredentialsReason,
+			fix: func(h *harness) {
+				// Fixing the Secret applies without a restart.
+				createSecret(h, testAPIKey)
+			},
+			maxSends: 4,
+		},
+		{
+			name:     "sandbox recipient not authorised",
+			setup:    func(h *harness) { h.fake.AuthorizeRecipients("someone-else@example.com") },
+			reason:   infrav1.RecipientNotAuthorizedReason,
+			fix:      func(h *harness) { h.fake.AuthorizeRecipients(testRecipient) },
+			maxSends: 4,
+		},
+		{
+			name: "rejected message",
+			setup: func(h *harness) {
+				h.fake.FailSends(mailgunfake.StatusFault(400, "'to' parameter is not a valid address"))
+			},
+			reason:   infrav1.MessageRejectedReason,
+			maxSends: 1,
+		},
+		{
+			name: "rate limited with reset",
+			setup: func(h *harness) {
+				h.fake.FailSends(mailgunfake.Fault{Kind: mailgunfake.Status, Status: http.StatusTooManyRequests,
+					Body: `{"message":"too many requests"}`, Header: http.Header{"Retry-After": {"2"}}})
+			},
+			reason:   infrav1.RateLimitedReason,
+			fix:      func(*harness) {},
+			maxSends: 1,
+		},
+		{
+			name: "server errors",
+			setup: func(h *harness) {
+				h.fake.SetFaultFunc(func(endpoint string) *mailgunfake.Fault {
+					if h.mailgunDown.Load() {
+						f := mailgunfake.StatusFault(503, "maintenance")
+						return &f
+					}
+					return nil
+				})
+				h.mailgunDown.Store(true)
+			},
+			reason: infrav1.MailgunUnavailableReason,
+			fix:    func(h *harness) { h.mailgunDown.Store(false) },
+			// Retries back off exponentially from 5ms.
+			maxSends: 15,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			tt.setup(h)
+			h.startManager()
+			h.createOwned("failing")
+
+			mc := h.waitForReason("failing", tt.reason, 20*time.Second)
+			if !conditions.IsFalse(mc, infrav1.ReadyCondition) || conditions.GetReason(mc, infrav1.ReadyCondition) != tt.reason {
+				t.Errorf("Ready should be False with reason %s: %+v", tt.reason, mc.Status.Conditions)
+			}
+			if strings.Contains(conditions.GetMessage(mc, infrav1.EmailSentCondition), testAPIKey) {
+				t.Errorf("condition message reveals the API key")
+			}
+			h.eventually(10*time.Second, "a warning event", func() (bool, string) {
+				for _, e := range h.events("failing") {
+					if e.Type == corev1.EventTypeWarning && e.Reason == tt.reason {
+						return true, ""
+					}
+				}
+				return false, "none yet"
+			})
+			if tt.fix == nil {
+				h.consistently(2*time.Second, "no retry of a rejected message", func() (bool, string) {
+					sends, _ := h.fake.Requests()
+					return sends <= tt.maxSends && len(h.fake.Messages()) == 0, fmt.Sprintf("%d send requests", sends)
+				})
+				return
+			}
+			if sends, _ := h.fake.Requests(); sends > tt.maxSends {
+				t.Errorf("%d send requests while failing, want at most %d: retrying too eagerly", sends, tt.maxSends)
+			}
+			tt.fix(h)
+			h.waitForAccepted("failing", 30*time.Second)
+			if n := len(h.emailsFor("failing")); n != 1 {
+				t.Errorf("got %d emails, want exactly 1", n)
+			}
+		})
+	}
+}
+
+func TestAcceptedButReplyLostSendsOnce(t *testing.T) {
+	h := newHarness(t)
+	h.fake.FailSends(mailgunfake.Fault{Kind: mailgunfake.AcceptAndDropReply})
+	h.startManager()
+	h.createOwned("lost-reply")
+
+	mc := h.waitForAccepted("lost-reply", 20*time.Second)
+	emails := h.emailsFor("lost-reply")
+	if len(emails) != 1 {
+		t.Fatalf("got %d emails, want exactly 1", len(emails))
+	}
+	if mc.Status.MessageID != emails[0].ID {
+		t.Errorf("recorded %q, want the accepted message %q", mc.Status.MessageID, emails[0].ID)
+	}
+	if _, events := h.fake.Requests(); events == 0 {
+		t.Errorf("the controller did not consult Mailgun's events before deciding")
+	}
+}
+
+func TestUnansweredSendIsRetriedOnlyAfterSettling(t *testing.T) {
+	h := newHarness(t)
+	// The first send hangs past the client timeout and is not accepted.
+	h.fake.FailSends(mailgunfake.Fault{Kind: mailgunfake.Hang})
+	h.startManager(func(o *operator.Options) { o.SettleTime = 5 * time.Second })
+	h.createOwned("hang")
+
+	h.waitForReason("hang", infrav1.SendOutcomeUnknownReason, 20*time.Second)
+	// While the attempt settles, the controller looks but does not resend.
+	h.consistently(2*time.Second, "no second send while settling", func() (bool, string) {
+		sends, _ := h.fake.Requests()
+		return sends == 1, fmt.Sprintf("%d send requests", sends)
+	})
+	h.waitForAccepted("hang", 30*time.Second)
+	if n := len(h.emailsFor("hang")); n != 1 {
+		t.Errorf("got %d emails, want exactly 1", n)
+	}
+}
+
+func TestEventsUnavailableDoesNotResendBlindly(t *testing.T) {
+	h := newHarness(t)
+	h.fake.FailSends(mailgunfake.Fault{Kind: mailgunfake.AcceptAndDropReply})
+	var eventsDown atomic.Bool
+	eventsDown.Store(true)
+	h.fake.SetFaultFunc(func(endpoint string) *mailgunfake.Fault {
+		if endpoint == "events" && eventsDown.Load() {
+			f := mailgunfake.StatusFault(503, "events unavailable")
+			return &f
+		}
+		return nil
+	})
+	h.startManager()
+	h.createOwned("undecided")
+
+	h.waitForReason("undecided", infrav1.MailgunUnavailableReason, 20*time.Second)
+	got := h.get("undecided")
+	if msg := conditions.GetMessage(got, infrav1.EmailSentCondition); !strings.Contains(msg, "earlier send attempt") {
+		t.Errorf("EmailSent message %q should say the earlier attempt could not be checked", msg)
+	}
+	h.consistently(2*time.Second, "no resend while the outcome cannot be decided", func() (bool, string) {
+		sends, _ := h.fake.Requests()
+		return sends == 1, fmt.Sprintf("%d send requests", sends)
+	})
+	eventsDown.Store(false)
+	h.waitForAccepted("undecided", 30*time.Second)
+	if n := len(h.emailsFor("undecided")); n != 1 {
+		t.Errorf("got %d emails, want exactly 1", n)
+	}
+}
+
+func TestMissingConfigurationRecoversWithoutRestart(t *testing.T) {
+	h := newHarness(t)
+	h.env = map[string]string{config.EnvAPIBase: h.fake.APIBase()}
+	h.startManager()
+	h.createOwned("unconfigured")
+
+	mc := h.waitForReason("unconfigured", infrav1.MailgunNotConfiguredReason, 20*time.Second)
+	msg := conditions.GetMessage(mc, infrav1.EmailSentCondition)
+	for _, want := range []string{
+		`key "mailgun_domain" of ConfigMap ` + h.ns + "/" + config.DefaultConfigMapName,
+		`key "api_key" of Secret ` + h.ns + "/" + config.DefaultSecretName,
+		`key "mail_recipient"`,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("condition message %q does not say %q", msg, want)
+		}
+	}
+
+	createSecret(h, testAPIKey)
+	cm := newConfigMap(h.ns, map[string]string{
+		config.ConfigMapDomainKey: testDomain, config.ConfigMapRecipientKey: testRecipient,
+		config.ConfigMapAPIBaseKey: h.fake.APIBase(),
+	})
+	if err := h.c.Create(h.ctx, cm); err != nil {
+		t.Fatalf("creating ConfigMap: %v", err)
+	}
+	h.waitForAccepted("unconfigured", 20*time.Second)
+}
+
+func TestRecordedEmailSurvivesMove(t *testing.T) {
+	// clusterctl move recreates objects with their metadata but without
+	// status; the annotation is what prevents a second email.
+	h := newHarness(t)
+	h.startManager()
+	cluster := h.createCluster("moved")
+	mc := newMailgunCluster(h.ns, "moved")
+	ownedBy(mc, cluster)
+	const earlierID = "<mailguncluster.old-uid@mg.example.com>"
+	mc.Annotations = map[string]string{
+		infrav1.MessageIDAnnotation:         earlierID,
+		infrav1.AcceptedMessageIDAnnotation: earlierID,
+	}
+	if err := h.c.Create(h.ctx, mc); err != nil {
+		t.Fatalf("creating MailgunCluster: %v", err)
+	}
+	got := h.waitForAccepted("moved", 20*time.Second)
+	if got.Status.MessageID != earlierID {
+		t.Errorf("status.messageID = %q, want the moved record %q", got.Status.MessageID, earlierID)
+	}
+	if sends, _ := h.fake.Requests(); sends != 0 {
+		t.Errorf("%d send requests for an object whose email was already sent", sends)
+	}
+}
+
+func TestSpecIsImmutableOnceSent(t *testing.T) {
+	h := newHarness(t)
+	h.startManager()
+	h.createOwned("frozen")
+	mc := h.waitForAccepted("frozen", 20*time.Second)
+
+	mc.Spec.Request = "Actually, make it five nodes."
+	err := h.c.Update(h.ctx, mc)
+	if err == nil || !strings.Contains(err.Error(), "spec is immutable once the request email has been sent") {
+		t.Fatalf("update after send: err = %v, want the immutability message", err)
+	}
+	// Metadata stays editable.
+	patchObj(h, mc, func() { mc.Labels = map[string]string{"team": "platform"} })
+}
+
+func TestInvalidObjectsAreRejected(t *testing.T) {
+	h := newHarness(t)
+	h.startManager()
+	tests := []struct {
+		name   string
+		mutate func(*infrav1.MailgunCluster)
+		want   string
+	}{
+		{"unknown priority", func(m *infrav1.MailgunCluster) { m.Spec.Priority = "Whenever" }, `supported values: "Urgent", "ExtremelyUrgent", "BusinessCritical"`},
+		{"missing priority", func(m *infrav1.MailgunCluster) { m.Spec.Priority = "" }, "spec.priority"},
+		{"empty request", func(m *infrav1.MailgunCluster) { m.Spec.Request = "" }, "spec.request"},
+		{"oversized request", func(m *infrav1.MailgunCluster) { m.Spec.Request = strings.Repeat("x", 4097) }, "may not be more than 4096"},
+		{"control character in request", func(m *infrav1.MailgunCluster) { m.Spec.Request = "hi\x07there" }, "must not contain control characters"},
+		{"header injection in requester", func(m *infrav1.MailgunCluster) {
+			m.Spec.Requester = "alice@example.com\r\nBcc: everyone@example.com"
+		}, "spec.requester"},
+		{"requester with spaces", func(m *infrav1.MailgunCluster) { m.Spec.Requester = "alice at example" }, "spec.requester"},
+		{"requester with two @", func(m *infrav1.MailgunCluster) { m.Spec.Requester = "a@b@example.com" }, "spec.requester"},
+		{"endpoint port out of range", func(m *infrav1.MailgunCluster) {
+			m.Spec.ControlPlaneEndpoint = infrav1.APIEndpoint{Host: "10.0.0.1", Port: 70000}
+		}, "spec.controlPlaneEndpoint.port"},
+		{"endpoint host injection", func(m *infrav1.MailgunCluster) {
+			m.Spec.ControlPlaneEndpoint = infrav1.APIEndpoint{Host: "a\nb", Port: 6443}
+		}, "spec.controlPlaneEndpoint.host"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cluster := h.createCluster(fmt.Sprintf("bad-%d", i))
+			mc := newMailgunCluster(h.ns, cluster.Name)
+			ownedBy(mc, cluster)
+			tt.mutate(mc)
+			err := h.c.Create(h.ctx, mc)
+			if err == nil {
+				t.Fatalf("create succeeded, want it rejected")
+			}
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want an Invalid error mentioning %q", err, tt.want)
+			}
+		})
+	}
+	valid := []struct {
+		name      string
+		requester string
+	}{
+		{"address requester", "first.last+capi@sub.example.co.uk"},
+		{"domain requester (manifests of earlier versions)", "example.com"},
+	}
+	for i, tt := range valid {
+		t.Run(tt.name, func(t *testing.T) {
+			mc := newMailgunCluster(h.ns, fmt.Sprintf("good-%d", i))
+			mc.Spec.Requester = tt.requester
+			mc.Spec.Request = "line one\nline two\twith a tab"
+			if err := h.c.Create(h.ctx, mc); err != nil {
+				t.Errorf("create: %v", err)
+			}
+		})
+	}
+	if n := len(h.fake.Messages()); n != 0 {
+		t.Errorf("%d emails sent for invalid or unowned objects", n)
+	}
+}
+
+func createSecret(h *harness, key string) {
+	h.t.Helper()
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: config.DefaultSecretName},
+		StringData: map[string]string{config.SecretAPIKeyKey: key},
+	}
+	if err := h.c.Create(h.ctx, s); err != nil {
+		h.t.Fatalf("creating Secret: %v", err)
+	}
+}
+
+func newConfigMap(ns string, data map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: config.DefaultConfigMapName},
+		Data:       data,
+	}
+}
+
+func patchObj(h *harness, obj client.Object, mutate func()) {
+	h.t.Helper()
+	base := obj.DeepCopyObject().(client.Object)
+	mutate()
+	if err := h.c.Patch(h.ctx, obj, client.MergeFrom(base)); err != nil {
+		h.t.Fatalf("patching %s: %v", types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}, err)
+	}
+}
+
+func hasFinalizer(mc *infrav1.MailgunCluster) bool {
+	for _, f := range mc.Finalizers {
+		if f == infrav1.ClusterFinalizer {
+			return true
+		}
+	}
+	return false
+}

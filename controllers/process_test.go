@@ -1,0 +1,269 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailgunfake"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
+)
+
+// faultyClient fails chosen writes before they reach the apiserver, to
+// test what happens when recording an accepted email fails.
+type faultyClient struct {
+	client.Client
+	mu sync.Mutex
+	// failRecord fails this many metadata patches that record an accepted
+	// email.
+	failRecord int
+	// failStatus fails this many status patches.
+	failStatus int
+	failed     int
+}
+
+var errInjected = errors.New("injected apiserver write failure")
+
+func (c *faultyClient) take(n *int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if *n > 0 {
+		*n--
+		c.failed++
+		return true
+	}
+	return false
+}
+
+func (c *faultyClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	if mc, ok := obj.(*infrav1.MailgunCluster); ok && mc.Annotations[infrav1.AcceptedMessageIDAnnotation] != "" && c.take(&c.failRecord) {
+		return errInjected
+	}
+	return c.Client.Patch(ctx, obj, patch, opts...)
+}
+
+func (c *faultyClient) Status() client.SubResourceWriter {
+	return &faultyStatus{SubResourceWriter: c.Client.Status(), c: c}
+}
+
+type faultyStatus struct {
+	client.SubResourceWriter
+	c *faultyClient
+}
+
+func (s *faultyStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	if _, ok := obj.(*infrav1.MailgunCluster); ok && s.c.take(&s.c.failStatus) {
+		return errInjected
+	}
+	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+}
+
+func TestFailedRecordWritesDoNotCauseASecondEmail(t *testing.T) {
+	h := newHarness(t)
+	fc := &faultyClient{failRecord: 2, failStatus: 3}
+	h.startManager(func(o *operator.Options) {
+		o.WrapClient = func(c client.Client) client.Client { fc.Client = c; return fc }
+	})
+	h.createOwned("flaky-writes")
+
+	mc := h.waitForAccepted("flaky-writes", 30*time.Second)
+	if fc.failed < 5 {
+		t.Fatalf("only %d writes failed; the test did not exercise the failures", fc.failed)
+	}
+	emails := h.emailsFor("flaky-writes")
+	if len(emails) != 1 {
+		t.Fatalf("got %d emails, want exactly 1", len(emails))
+	}
+	if mc.Annotations[infrav1.AcceptedMessageIDAnnotation] != emails[0].ID || mc.Status.MessageID != emails[0].ID {
+		t.Errorf("recorded annotation %q / status %q, want %q", mc.Annotations[infrav1.AcceptedMessageIDAnnotation], mc.Status.MessageID, emails[0].ID)
+	}
+}
+
+// managerBinary builds the manager once per test run.
+var managerBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "capmg-manager-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "manager")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = env.RepoRoot
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// process is the manager binary running against the test control plane.
+type process struct {
+	cmd        *exec.Cmd
+	healthAddr string
+	logs       *syncBuffer
+	done       chan struct{}
+}
+
+func (h *harness) startBinary(extraArgs ...string) *process {
+	h.t.Helper()
+	bin, err := managerBinary()
+	if err != nil {
+		h.t.Fatalf("building manager: %v", err)
+	}
+	kubeconfig := filepath.Join(h.t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
+		h.t.Fatalf("writing kubeconfig: %v", err)
+	}
+	healthAddr := freeLoopbackAddr(h.t)
+	args := append([]string{
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=" + healthAddr,
+		"--namespace=" + h.ns,
+		"--config-namespace=" + h.ns,
+		"--send-settle-time=2s",
+		"--mailgun-recheck-interval=1s",
+		"--zap-log-level=debug",
+	}, extraArgs...)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = []string{"KUBECONFIG=" + kubeconfig, "HOME=" + h.t.TempDir()}
+	for k, v := range h.env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	p := &process{cmd: cmd, healthAddr: healthAddr, logs: h.logs, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = h.logs, h.logs
+	if err := cmd.Start(); err != nil {
+		h.t.Fatalf("starting manager: %v", err)
+	}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	h.t.Cleanup(func() { p.kill(h.t) })
+	return p
+}
+
+// kill ends the process with SIGKILL, as a node failure or OOM kill would.
+func (p *process) kill(t *testing.T) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		t.Errorf("manager process %d did not exit after SIGKILL", p.cmd.Process.Pid)
+	}
+}
+
+// probe GETs a path of the health endpoint and returns the status code.
+func (p *process) probe(path string) (int, string) {
+	c := &http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + p.healthAddr + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("finding a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func TestCrashBetweenSendAndRecordSendsOnce(t *testing.T) {
+	h := newHarness(t)
+	// Mailgun accepts the message but the reply never arrives before the
+	// process dies.
+	h.fake.FailSends(mailgunfake.Fault{Kind: mailgunfake.AcceptAndHang})
+	p := h.startBinary("--mailgun-timeout=1m")
+	h.createOwned("crash")
+
+	h.eventually(60*time.Second, "Mailgun to accept the email", func() (bool, string) {
+		return len(h.emailsFor("crash")) == 1, "no email yet"
+	})
+	p.kill(t)
+
+	mc := h.get("crash")
+	if mc.Annotations[infrav1.SendAttemptedAtAnnotation] == "" || mc.Annotations[infrav1.AcceptedMessageIDAnnotation] != "" {
+		t.Fatalf("after the crash the object should hold an unsettled attempt and no record; annotations: %v", mc.Annotations)
+	}
+
+	h.startBinary()
+	mc = h.waitForAccepted("crash", 60*time.Second)
+	emails := h.emailsFor("crash")
+	if len(emails) != 1 {
+		t.Fatalf("got %d emails, want exactly 1", len(emails))
+	}
+	if mc.Status.MessageID != emails[0].ID {
+		t.Errorf("recorded %q, want %q", mc.Status.MessageID, emails[0].ID)
+	}
+}
+
+func TestBinaryReportsMissingConfiguration(t *testing.T) {
+	h := newHarness(t)
+	h.env = map[string]string{}
+	p := h.startBinary()
+
+	h.eventually(60*time.Second, "the readiness endpoint to answer", func() (bool, string) {
+		code, body := p.probe("/readyz?exclude=" + operator.ConfigCheckName)
+		return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
+	})
+	if code, body := p.probe("/readyz"); code != http.StatusInternalServerError || !strings.Contains(body, "[-]"+operator.ConfigCheckName+" failed") {
+		t.Errorf("/readyz = %d %q, want 500 naming the %s check", code, body, operator.ConfigCheckName)
+	}
+	h.eventually(10*time.Second, "the log to say what is missing", func() (bool, string) {
+		logs := h.logs.String()
+		return strings.Contains(logs, "Mailgun API key is not set") && strings.Contains(logs, `key \"api_key\" of Secret `+h.ns), "not logged yet"
+	})
+
+	// Filling in the ConfigMap and Secret fixes it without a restart.
+	createSecret(h, testAPIKey)
+	cm := newConfigMap(h.ns, map[string]string{
+		config.ConfigMapDomainKey: testDomain, config.ConfigMapRecipientKey: testRecipient,
+		config.ConfigMapAPIBaseKey: h.fake.APIBase(),
+	})
+	if err := h.c.Create(h.ctx, cm); err != nil {
+		t.Fatalf("creating ConfigMap: %v", err)
+	}
+	h.eventually(30*time.Second, "/readyz to pass", func() (bool, string) {
+		code, body := p.probe("/readyz")
+		return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
+	})
+	h.createOwned("configured-later")
+	h.waitForAccepted("configured-later", 30*time.Second)
+}

@@ -1,0 +1,338 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/rand"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailgunfake"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/testenv"
+)
+
+const (
+	testDomain    = "mg.example.com"
+	testAPIKey    = "key-test-5f3c9a0e7b2d4c1a-do-not-log"
+	testRecipient = "capi-requests@example.com"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	var err error
+	env, err = testenv.Start()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting test control plane: %v\n", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "stopping test control plane: %v\n", err)
+	}
+	os.Exit(code)
+}
+
+// harness is one test's namespace, Mailgun fake and manager.
+type harness struct {
+	t    *testing.T
+	ctx  context.Context
+	c    client.Client
+	ns   string
+	fake *mailgunfake.Server
+	// env is the manager's environment; tests change it before starting it.
+	env  map[string]string
+	logs *syncBuffer
+	// mailgunDown lets fault functions fail until a test flips it.
+	mailgunDown atomic.Bool
+
+	stop func()
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	h := &harness{
+		t:    t,
+		ctx:  ctx,
+		c:    env.Client,
+		ns:   "test-" + rand.String(6),
+		fake: mailgunfake.Start(testDomain, testAPIKey),
+		logs: &syncBuffer{},
+	}
+	t.Cleanup(h.fake.Close)
+	h.env = map[string]string{
+		config.EnvDomain:    testDomain,
+		config.EnvAPIKey:    testAPIKey,
+		config.EnvRecipient: testRecipient,
+		config.EnvAPIBase:   h.fake.APIBase(),
+	}
+	if err := h.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: h.ns}}); err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("manager logs:\n%s", h.logs.String())
+		}
+		if strings.Contains(h.logs.String(), testAPIKey) {
+			t.Errorf("the manager logged the Mailgun API key")
+		}
+	})
+	return h
+}
+
+// options are the manager options the tests use: short timings, its own
+// namespace, its own metrics registry.
+func (h *harness) options() operator.Options {
+	o := operator.DefaultOptions()
+	o.MetricsBindAddress = "0"
+	o.HealthProbeBindAddress = "0"
+	o.WatchNamespace = h.ns
+	o.ConfigNamespace = h.ns
+	o.Concurrency = 4
+	o.MailgunTimeout = 500 * time.Millisecond
+	o.SettleTime = 2 * time.Second
+	o.RecheckInterval = time.Second
+	o.Getenv = func(k string) string { return h.env[k] }
+	o.MetricsRegistry = prometheus.NewRegistry()
+	o.SkipNameValidation = true
+	logger := zap.New(zap.WriteTo(h.logs), zap.UseDevMode(true), zap.Level(zapcore.Level(-5)))
+	o.Logger = &logger
+	return o
+}
+
+// startManager runs a manager until the test ends or stopManager is called.
+func (h *harness) startManager(mutate ...func(*operator.Options)) {
+	h.t.Helper()
+	o := h.options()
+	for _, m := range mutate {
+		m(&o)
+	}
+	ctx, cancel := context.WithCancel(h.ctx)
+	mgr, err := operator.New(ctx, env.Config, o)
+	if err != nil {
+		cancel()
+		h.t.Fatalf("creating manager: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			h.t.Errorf("manager stopped with error: %v", err)
+		}
+	}()
+	h.stop = func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			h.t.Errorf("manager did not stop within 30s")
+		}
+	}
+	h.t.Cleanup(h.stopManager)
+}
+
+func (h *harness) stopManager() {
+	if h.stop != nil {
+		h.stop()
+		h.stop = nil
+	}
+}
+
+// createCluster creates a Cluster API Cluster whose infrastructureRef names
+// a MailgunCluster of the same name.
+func (h *harness) createCluster(name string, mutate ...func(*clusterv1.Cluster)) *clusterv1.Cluster {
+	h.t.Helper()
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: name},
+		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+			APIGroup: infrav1.GroupVersion.Group, Kind: "MailgunCluster", Name: name,
+		}},
+	}
+	for _, m := range mutate {
+		m(cluster)
+	}
+	if err := h.c.Create(h.ctx, cluster); err != nil {
+		h.t.Fatalf("creating Cluster: %v", err)
+	}
+	return cluster
+}
+
+func newMailgunCluster(ns, name string) *infrav1.MailgunCluster {
+	return &infrav1.MailgunCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: infrav1.MailgunClusterSpec{
+			Priority:  infrav1.PriorityUrgent,
+			Request:   "Three control plane nodes, please.",
+			Requester: "alice@example.com",
+		},
+	}
+}
+
+// ownedBy sets the owner reference Cluster API's Cluster controller sets.
+func ownedBy(mc *infrav1.MailgunCluster, cluster *clusterv1.Cluster) {
+	mc.OwnerReferences = append(mc.OwnerReferences, metav1.OwnerReference{
+		APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: cluster.Name, UID: cluster.UID,
+	})
+}
+
+// createOwned creates a Cluster and its MailgunCluster, owned as Cluster
+// API would own it.
+func (h *harness) createOwned(name string, mutate ...func(*infrav1.MailgunCluster)) (*clusterv1.Cluster, *infrav1.MailgunCluster) {
+	h.t.Helper()
+	cluster := h.createCluster(name)
+	mc := newMailgunCluster(h.ns, name)
+	ownedBy(mc, cluster)
+	for _, m := range mutate {
+		m(mc)
+	}
+	if err := h.c.Create(h.ctx, mc); err != nil {
+		h.t.Fatalf("creating MailgunCluster: %v", err)
+	}
+	return cluster, mc
+}
+
+func (h *harness) get(name string) *infrav1.MailgunCluster {
+	h.t.Helper()
+	mc := &infrav1.MailgunCluster{}
+	if err := h.c.Get(h.ctx, types.NamespacedName{Namespace: h.ns, Name: name}, mc); err != nil {
+		h.t.Fatalf("getting MailgunCluster %s: %v", name, err)
+	}
+	return mc
+}
+
+// eventually polls cond every 100ms until it holds or timeout passes.
+func (h *harness) eventually(timeout time.Duration, what string, cond func() (bool, string)) {
+	h.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out after %v waiting for %s; last state: %s", timeout, what, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitForReason waits until the EmailSent condition of name has reason.
+func (h *harness) waitForReason(name, reason string, timeout time.Duration) *infrav1.MailgunCluster {
+	h.t.Helper()
+	var mc *infrav1.MailgunCluster
+	h.eventually(timeout, fmt.Sprintf("EmailSent reason %s on %s", reason, name), func() (bool, string) {
+		mc = h.get(name)
+		c := conditions.Get(mc, infrav1.EmailSentCondition)
+		if c == nil {
+			return false, "no EmailSent condition"
+		}
+		return c.Reason == reason, fmt.Sprintf("%s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
+	})
+	return mc
+}
+
+// waitForAccepted waits until the MailgunCluster records an accepted email.
+func (h *harness) waitForAccepted(name string, timeout time.Duration) *infrav1.MailgunCluster {
+	h.t.Helper()
+	mc := h.waitForReason(name, infrav1.EmailAcceptedReason, timeout)
+	h.eventually(timeout, "status.messageID on "+name, func() (bool, string) {
+		mc = h.get(name)
+		return mc.Status.MessageID != "", fmt.Sprintf("status %+v", mc.Status)
+	})
+	return mc
+}
+
+// emailsFor returns the accepted emails for a MailgunCluster, found by the
+// object variable every request carries.
+func (h *harness) emailsFor(name string) []mailgunfake.Message {
+	var out []mailgunfake.Message
+	for _, m := range h.fake.Messages() {
+		if m.Variables["mailguncluster"] == h.ns+"/"+name {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// consistently checks cond holds every 100ms for d.
+func (h *harness) consistently(d time.Duration, what string, cond func() (bool, string)) {
+	h.t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if ok, state := cond(); !ok {
+			h.t.Fatalf("expected %s to hold for %v; it stopped: %s", what, d, state)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (h *harness) events(name string) []eventsv1.Event {
+	h.t.Helper()
+	list := &eventsv1.EventList{}
+	if err := h.c.List(h.ctx, list, client.InNamespace(h.ns)); err != nil {
+		h.t.Fatalf("listing events: %v", err)
+	}
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Name == name && e.Regarding.Kind == "MailgunCluster" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,9 @@
+//go:build tools
+
+// Package tools records the tools built by the Makefile so that
+// `go mod tidy` keeps them.
+package tools
+
+import (
+	_ "sigs.k8s.io/controller-tools/cmd/controller-gen"
+)

@@ -1,0 +1,260 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package mailer sends the cluster request email through Mailgun and answers
+// whether Mailgun already accepted a given message. It turns Mailgun's
+// answers into a small set of error classes the controller can act on.
+package mailer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/mailgun/mailgun-go/v4"
+	"github.com/mailgun/mailgun-go/v4/events"
+)
+
+// Settings are what the mailer needs to talk to Mailgun.
+type Settings struct {
+	// Domain is the Mailgun sending domain; the sender address is on it.
+	Domain string
+	// APIKey is the Mailgun private API key.
+	APIKey string
+	// Recipient receives the request emails.
+	Recipient string
+	// APIBase is the Mailgun API base URL, e.g. https://api.eu.mailgun.net/v3.
+	APIBase string
+}
+
+// Request is one cluster request email.
+type Request struct {
+	// MessageID is the Message-Id header, including the angle brackets. The
+	// caller chooses it so it can later look the message up.
+	MessageID string
+	// Priority goes into the subject.
+	Priority string
+	// Body is the requester's free text.
+	Body string
+	// Requester becomes the Reply-To when it is an email address.
+	Requester string
+	// Object is the namespace/name of the MailgunCluster, sent as a Mailgun
+	// user variable so the message can be found in Mailgun's logs.
+	Object string
+	// UID is the MailgunCluster's UID, also sent as a user variable.
+	UID string
+}
+
+// Subject is the subject line of a request email.
+func Subject(priority string) string {
+	return fmt.Sprintf("[%s] New Cluster requested", priority)
+}
+
+// Body is the text of a request email.
+func Body(request string) string {
+	return fmt.Sprintf("Hello! One cluster please.\n\n%s\n", request)
+}
+
+// Sender is the From address of request emails on the given domain.
+func Sender(domain string) string {
+	return fmt.Sprintf("Cluster API Mailgun Provider <cluster-api@%s>", domain)
+}
+
+// Mailgun user variables (sent as "v:<name>") attached to every request.
+const (
+	VarObject = "mailguncluster"
+	VarUID    = "mailguncluster-uid"
+)
+
+// NewMessage builds the Mailgun message for a request.
+func NewMessage(s Settings, r Request) (*mailgun.Message, error) {
+	msg := mailgun.NewMessage(Sender(s.Domain), Subject(r.Priority), Body(r.Body), s.Recipient)
+	msg.AddHeader("Message-Id", r.MessageID)
+	if IsEmailAddress(r.Requester) {
+		msg.SetReplyTo(r.Requester)
+	}
+	if err := msg.AddVariable(VarObject, r.Object); err != nil {
+		return nil, fmt.Errorf("adding variable %s: %w", VarObject, err)
+	}
+	if err := msg.AddVariable(VarUID, r.UID); err != nil {
+		return nil, fmt.Errorf("adding variable %s: %w", VarUID, err)
+	}
+	return msg, nil
+}
+
+// IsEmailAddress reports whether a requester is an address rather than the
+// bare domain older manifests used. The API schema already rejected anything
+// else, so the presence of '@' is enough.
+func IsEmailAddress(requester string) bool {
+	return strings.Contains(requester, "@")
+}
+
+// Client talks to one Mailgun account.
+type Client struct {
+	settings Settings
+	mg       *mailgun.MailgunImpl
+}
+
+// New returns a Client. timeout bounds every HTTP request to Mailgun.
+func New(s Settings, timeout time.Duration) *Client {
+	mg := mailgun.NewMailgun(s.Domain, s.APIKey)
+	if s.APIBase != "" {
+		mg.SetAPIBase(s.APIBase)
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	mg.SetClient(&http.Client{
+		Timeout:   timeout,
+		Transport: &retryHintTransport{next: transport},
+	})
+	return &Client{settings: s, mg: mg}
+}
+
+// Send sends a request email and returns the ID Mailgun assigned to it.
+// Errors are *SendError.
+func (c *Client) Send(ctx context.Context, r Request) (string, error) {
+	msg, err := NewMessage(c.settings, r)
+	if err != nil {
+		return "", &SendError{Class: ClassRejected, Message: err.Error(), Err: err}
+	}
+	hint := &retryHint{}
+	_, id, err := c.mg.Send(withRetryHint(ctx, hint), msg)
+	if err != nil {
+		return "", classify(err, hint)
+	}
+	if id == "" {
+		// Mailgun always returns the ID of an accepted message; an empty one
+		// means the reply was not what we expect, so we cannot tell.
+		return "", &SendError{Class: ClassOutcomeUnknown, Message: "Mailgun accepted the request but returned no message ID"}
+	}
+	return id, nil
+}
+
+// WasAccepted looks a message up in Mailgun's events by its Message-Id and
+// reports whether Mailgun accepted it. Mailgun logs an "accepted" event for
+// every message it takes; any later event (delivered, failed, ...) implies it
+// too. "rejected" means Mailgun refused it.
+func (c *Client) WasAccepted(ctx context.Context, messageID string) (bool, error) {
+	it := c.mg.ListEvents(&mailgun.ListEventOptions{
+		Filter: map[string]string{"message-id": strings.Trim(messageID, "<>")},
+		Limit:  25,
+	})
+	var page []mailgun.Event
+	hint := &retryHint{}
+	if !it.Next(withRetryHint(ctx, hint), &page) {
+		if err := it.Err(); err != nil {
+			return false, classify(err, hint)
+		}
+		return false, nil
+	}
+	for _, ev := range page {
+		if ev.GetName() != events.EventRejected {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Class says what a failed Mailgun call means for the caller.
+type Class int
+
+const (
+	// ClassOutcomeUnknown: no answer (timeout, reset connection, garbled
+	// reply). Mailgun may have accepted the message.
+	ClassOutcomeUnknown Class = iota
+	// ClassUnavailable: Mailgun answered 5xx or could not be reached at all;
+	// nothing was accepted. Retry with backoff.
+	ClassUnavailable
+	// ClassRateLimited: Mailgun answered 429. Retry after RetryAfter.
+	ClassRateLimited
+	// ClassUnauthorized: Mailgun answered 401, the API key is wrong.
+	ClassUnauthorized
+	// ClassForbidden: Mailgun answered 403, e.g. a sandbox domain and an
+	// unauthorised recipient.
+	ClassForbidden
+	// ClassDomainNotFound: Mailgun answered 404, the domain does not exist in
+	// this account or region.
+	ClassDomainNotFound
+	// ClassRejected: Mailgun answered another 4xx; the message will not be
+	// accepted as it is.
+	ClassRejected
+)
+
+func (c Class) String() string {
+	switch c {
+	case ClassOutcomeUnknown:
+		return "OutcomeUnknown"
+	case ClassUnavailable:
+		return "Unavailable"
+	case ClassRateLimited:
+		return "RateLimited"
+	case ClassUnauthorized:
+		return "Unauthorized"
+	case ClassForbidden:
+		return "Forbidden"
+	case ClassDomainNotFound:
+		return "DomainNotFound"
+	case ClassRejected:
+		return "Rejected"
+	}
+	return fmt.Sprintf("Class(%d)", int(c))
+}
+
+// SendError is a failed Mailgun call, classified.
+type SendError struct {
+	Class Class
+	// StatusCode is the HTTP status Mailgun answered with, 0 if none.
+	StatusCode int
+	// Message is Mailgun's explanation, or a description of the failure.
+	Message string
+	// RetryAfter is how long Mailgun asked us to wait (429), 0 if it did not say.
+	RetryAfter time.Duration
+	// Err is the underlying error.
+	Err error
+}
+
+func (e *SendError) Error() string {
+	if e.StatusCode != 0 {
+		return fmt.Sprintf("mailgun answered %d (%s): %s", e.StatusCode, e.Class, e.Message)
+	}
+	return fmt.Sprintf("mailgun call failed (%s): %s", e.Class, e.Message)
+}
+
+func (e *SendError) Unwrap() error { return e.Err }
+
+// AsSendError returns the *SendError in err's chain, or one of class
+// ClassOutcomeUnknown wrapping err.
+func AsSendError(err error) *SendError {
+	var se *SendError
+	if errors.As(err, &se) {
+		return se
+	}
+	return &SendError{Class: ClassOutcomeUnknown, Message: err.Error(), Err: err}
+}
+
+// String describes the settings without the API key, so they can be logged.
+func (s Settings) String() string {
+	key := "unset"
+	if s.APIKey != "" {
+		key = "set"
+	}
+	return fmt.Sprintf("domain=%q recipient=%q apiBase=%q apiKey=%s", s.Domain, s.Recipient, s.APIBase, key)
+}
+
+// GoString keeps %#v from printing the API key.
+func (s Settings) GoString() string { return "mailer.Settings{" + s.String() + "}" }

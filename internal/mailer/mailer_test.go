@@ -1,0 +1,243 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package mailer_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailgunfake"
+)
+
+const (
+	domain    = "mg.example.com"
+	apiKey    = "key-0123456789abcdef-secret"
+	recipient = "ops@example.com"
+)
+
+func newClient(t *testing.T, fake *mailgunfake.Server, key string) *mailer.Client {
+	t.Helper()
+	return mailer.New(mailer.Settings{Domain: domain, APIKey: key, Recipient: recipient, APIBase: fake.APIBase()}, 2*time.Second)
+}
+
+func request(id string) mailer.Request {
+	return mailer.Request{
+		MessageID: id,
+		Priority:  "Urgent",
+		Body:      "3 nodes, GPU please",
+		Requester: "alice@example.com",
+		Object:    "default/demo",
+		UID:       "1234",
+	}
+}
+
+func TestSendRecordsEveryField(t *testing.T) {
+	fake := mailgunfake.Start(domain, apiKey)
+	defer fake.Close()
+
+	id, err := newClient(t, fake, apiKey).Send(context.Background(), request("<mailguncluster.1234@mg.example.com>"))
+	if err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if id != "<mailguncluster.1234@mg.example.com>" {
+		t.Errorf("id = %q, want the Message-Id we chose", id)
+	}
+	msgs := fake.Messages()
+	if len(msgs) != 1 {
+		t.Fatalf("fake recorded %d messages, want 1", len(msgs))
+	}
+	m := msgs[0]
+	checks := []struct{ field, got, want string }{
+		{"from", m.From, "Cluster API Mailgun Provider <cluster-api@mg.example.com>"},
+		{"to", strings.Join(m.To, ","), recipient},
+		{"subject", m.Subject, "[Urgent] New Cluster requested"},
+		{"text", m.Text, "Hello! One cluster please.\n\n3 nodes, GPU please\n"},
+		{"reply-to", m.ReplyTo, "alice@example.com"},
+		{"message-id", m.Headers["Message-Id"], "<mailguncluster.1234@mg.example.com>"},
+		{"v:mailguncluster", m.Variables[mailer.VarObject], "default/demo"},
+		{"v:mailguncluster-uid", m.Variables[mailer.VarUID], "1234"},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.field, c.got, c.want)
+		}
+	}
+}
+
+func TestSendWithDomainRequesterHasNoReplyTo(t *testing.T) {
+	fake := mailgunfake.Start(domain, apiKey)
+	defer fake.Close()
+	r := request("<a@mg.example.com>")
+	r.Requester = "example.org"
+	if _, err := newClient(t, fake, apiKey).Send(context.Background(), r); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if got := fake.Messages()[0].ReplyTo; got != "" {
+		t.Errorf("Reply-To = %q, want none for a domain requester", got)
+	}
+}
+
+func TestSendClassifiesFailures(t *testing.T) {
+	tests := []struct {
+		name        string
+		key         string
+		fault       *mailgunfake.Fault
+		sandbox     bool
+		wantClass   mailer.Class
+		wantStatus  int
+		wantMessage string
+		wantRetry   time.Duration
+		wantRecords int
+	}{
+		{name: "wrong key", key: "wrong", wantClass: mailer.ClassUnauthorized, wantStatus: 401, wantMessage: "Forbidden"},
+		{name: "sandbox recipient", sandbox: true, wantClass: mailer.ClassForbidden, wantStatus: 403, wantMessage: "authorized recipients"},
+		{name: "bad request", fault: ptr(mailgunfake.StatusFault(400, "'to' parameter is not a valid address")),
+			wantClass: mailer.ClassRejected, wantStatus: 400, wantMessage: "not a valid address"},
+		{name: "rate limited with reset", fault: &mailgunfake.Fault{Kind: mailgunfake.Status, Status: 429,
+			Body: `{"message":"slow down"}`, Header: http.Header{"Retry-After": {"7"}}},
+			wantClass: mailer.ClassRateLimited, wantStatus: 429, wantRetry: 7 * time.Second},
+		{name: "rate limited without reset", fault: ptr(mailgunfake.StatusFault(429, "slow down")),
+			wantClass: mailer.ClassRateLimited, wantStatus: 429},
+		{name: "server error", fault: ptr(mailgunfake.StatusFault(503, "maintenance")),
+			wantClass: mailer.ClassUnavailable, wantStatus: 503, wantMessage: "maintenance"},
+		{name: "timeout", fault: &mailgunfake.Fault{Kind: mailgunfake.Hang}, wantClass: mailer.ClassOutcomeUnknown},
+		{name: "accepted but reply lost", fault: &mailgunfake.Fault{Kind: mailgunfake.AcceptAndDropReply},
+			wantClass: mailer.ClassOutcomeUnknown, wantRecords: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := mailgunfake.Start(domain, apiKey)
+			defer fake.Close()
+			if tt.fault != nil {
+				fake.FailSends(*tt.fault)
+			}
+			if tt.sandbox {
+				fake.AuthorizeRecipients("someone-else@example.com")
+			}
+			key := apiKey
+			if tt.key != "" {
+				key = tt.key
+			}
+			c := mailer.New(mailer.Settings{Domain: domain, APIKey: key, Recipient: recipient, APIBase: fake.APIBase()}, 300*time.Millisecond)
+			_, err := c.Send(context.Background(), request("<x@mg.example.com>"))
+			var se *mailer.SendError
+			if !errors.As(err, &se) {
+				t.Fatalf("Send error = %v, want a *SendError", err)
+			}
+			if se.Class != tt.wantClass || se.StatusCode != tt.wantStatus {
+				t.Errorf("class/status = %s/%d, want %s/%d (%v)", se.Class, se.StatusCode, tt.wantClass, tt.wantStatus, se)
+			}
+			if !strings.Contains(se.Message, tt.wantMessage) {
+				t.Errorf("message = %q, want it to contain %q", se.Message, tt.wantMessage)
+			}
+			if se.RetryAfter != tt.wantRetry {
+				t.Errorf("RetryAfter = %v, want %v", se.RetryAfter, tt.wantRetry)
+			}
+			if strings.Contains(err.Error(), apiKey) {
+				t.Errorf("error %q contains the API key", err)
+			}
+			if got := len(fake.Messages()); got != tt.wantRecords {
+				t.Errorf("fake recorded %d messages, want %d", got, tt.wantRecords)
+			}
+		})
+	}
+}
+
+func TestSendToClosedPortIsUnavailable(t *testing.T) {
+	fake := mailgunfake.Start(domain, apiKey)
+	base := fake.APIBase()
+	fake.Close()
+	c := mailer.New(mailer.Settings{Domain: domain, APIKey: apiKey, Recipient: recipient, APIBase: base}, time.Second)
+	_, err := c.Send(context.Background(), request("<x@mg.example.com>"))
+	if se := mailer.AsSendError(err); se.Class != mailer.ClassUnavailable {
+		t.Errorf("class = %s, want Unavailable: a refused connection proves nothing was sent (%v)", se.Class, err)
+	}
+}
+
+func TestWasAccepted(t *testing.T) {
+	fake := mailgunfake.Start(domain, apiKey)
+	defer fake.Close()
+	c := newClient(t, fake, apiKey)
+	ctx := context.Background()
+
+	if _, err := c.Send(ctx, request("<sent@mg.example.com>")); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	for _, tt := range []struct {
+		id   string
+		want bool
+	}{
+		{"<sent@mg.example.com>", true},
+		{"<never-sent@mg.example.com>", false},
+	} {
+		got, err := c.WasAccepted(ctx, tt.id)
+		if err != nil {
+			t.Fatalf("WasAccepted(%s): %v", tt.id, err)
+		}
+		if got != tt.want {
+			t.Errorf("WasAccepted(%s) = %v, want %v", tt.id, got, tt.want)
+		}
+	}
+
+	fake.FailEvents(mailgunfake.StatusFault(500, "events down"))
+	if _, err := c.WasAccepted(ctx, "<sent@mg.example.com>"); mailer.AsSendError(err).Class != mailer.ClassUnavailable {
+		t.Errorf("WasAccepted with failing events API: err = %v, want class Unavailable", err)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		name   string
+		header http.Header
+		want   time.Duration
+	}{
+		{"none", http.Header{}, 0},
+		{"seconds", http.Header{"Retry-After": {"30"}}, 30 * time.Second},
+		{"http date", http.Header{"Retry-After": {now.Add(90 * time.Second).Format(http.TimeFormat)}}, 90 * time.Second},
+		{"reset millis", http.Header{"X-Ratelimit-Reset": {itoa(now.Add(5 * time.Second).UnixMilli())}}, 5 * time.Second},
+		{"reset seconds", http.Header{"X-Ratelimit-Reset": {itoa(now.Add(12 * time.Second).Unix())}}, 12 * time.Second},
+		{"reset in the past", http.Header{"X-Ratelimit-Reset": {itoa(now.Add(-time.Minute).Unix())}}, 0},
+		{"garbage", http.Header{"Retry-After": {"soon"}}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := mailer.RetryAfter(tt.header, now); got != tt.want {
+				t.Errorf("RetryAfter = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSettingsStringHidesKey(t *testing.T) {
+	s := mailer.Settings{Domain: domain, APIKey: apiKey, Recipient: recipient}
+	for _, out := range []string{s.String(), s.GoString()} {
+		if strings.Contains(out, apiKey) {
+			t.Errorf("%q contains the API key", out)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,454 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package mailgunfake is a loopback stand-in for the parts of the Mailgun
+// API the provider uses: sending messages and listing events. It checks
+// authentication and the domain like Mailgun does, records every message
+// with all its fields, and can inject failures: error answers, hangs, and
+// messages accepted whose reply is lost.
+//
+// The tests use it, and so does the demo when no Mailgun credentials are
+// given. It never listens on anything but loopback.
+package mailgunfake
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Message is a message the fake accepted.
+type Message struct {
+	ID        string // with angle brackets, as returned to the client
+	Domain    string
+	From      string
+	To        []string
+	Subject   string
+	Text      string
+	ReplyTo   string
+	Headers   map[string]string // h:<name> fields
+	Variables map[string]string // v:<name> fields
+	Fields    map[string][]string
+	Accepted  time.Time
+}
+
+// FaultKind is a kind of injected failure.
+type FaultKind int
+
+const (
+	// Status answers with Fault.Status, Fault.Body and Fault.Header.
+	Status FaultKind = iota + 1
+	// Hang never answers; the client times out. Nothing is recorded.
+	Hang
+	// AcceptAndDropReply records the message, then closes the connection
+	// without answering, like a reply lost on the way back.
+	AcceptAndDropReply
+	// AcceptAndHang records the message, then never answers, like a sender
+	// that dies before the reply arrives.
+	AcceptAndHang
+)
+
+// Fault is one injected failure.
+type Fault struct {
+	Kind   FaultKind
+	Status int
+	Body   string
+	Header http.Header
+}
+
+// StatusFault answers with the given status and Mailgun-style JSON body.
+func StatusFault(status int, message string) Fault {
+	b, _ := json.Marshal(map[string]string{"message": message})
+	return Fault{Kind: Status, Status: status, Body: string(b)}
+}
+
+// Server is the fake Mailgun API.
+type Server struct {
+	Domain string
+	APIKey string
+
+	srv *httptest.Server
+
+	mu sync.Mutex
+	// authorizedRecipients, if non-nil, makes the domain behave like a
+	// sandbox domain: other recipients get 403.
+	authorizedRecipients map[string]bool
+	sendFaults           []Fault
+	eventFaults          []Fault
+	faultFunc            func(endpoint string) *Fault
+	messages             []Message
+	sendRequests         int
+	eventRequests        int
+	hang                 chan struct{}
+}
+
+// Start starts a fake for the given domain and API key on a loopback port.
+func Start(domain, apiKey string) *Server {
+	s := &Server{Domain: domain, APIKey: apiKey, hang: make(chan struct{})}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// StartOn is Start on a given loopback address, e.g. "127.0.0.1:0".
+func StartOn(addr, domain, apiKey string) (*Server, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return nil, fmt.Errorf("the fake only listens on loopback, not %q", addr)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Domain: domain, APIKey: apiKey, hang: make(chan struct{})}
+	s.srv = &httptest.Server{Listener: l, Config: &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 10 * time.Second}}
+	s.srv.Start()
+	return s, nil
+}
+
+// APIBase is the base URL to configure the client with (MAILGUN_API_BASE).
+func (s *Server) APIBase() string { return s.srv.URL + "/v3" }
+
+// Close stops the server, releasing hanging requests.
+func (s *Server) Close() {
+	s.mu.Lock()
+	select {
+	case <-s.hang:
+	default:
+		close(s.hang)
+	}
+	s.mu.Unlock()
+	s.srv.CloseClientConnections()
+	s.srv.Close()
+}
+
+// AuthorizeRecipients turns the domain into a sandbox domain that only
+// sends to the given recipients.
+func (s *Server) AuthorizeRecipients(recipients ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.authorizedRecipients = map[string]bool{}
+	for _, r := range recipients {
+		s.authorizedRecipients[strings.ToLower(r)] = true
+	}
+}
+
+// FailSends queues faults for the next send requests, one per request.
+func (s *Server) FailSends(faults ...Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sendFaults = append(s.sendFaults, faults...)
+}
+
+// FailEvents queues faults for the next events requests, one per request.
+func (s *Server) FailEvents(faults ...Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.eventFaults = append(s.eventFaults, faults...)
+}
+
+// SetFaultFunc installs f, consulted for every request after the queued
+// faults are used up; endpoint is "messages" or "events". Returning nil
+// serves the request normally. f must be safe for concurrent use.
+func (s *Server) SetFaultFunc(f func(endpoint string) *Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faultFunc = f
+}
+
+// Messages returns the accepted messages, oldest first.
+func (s *Server) Messages() []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Message(nil), s.messages...)
+}
+
+// MessagesByHeader returns the accepted messages whose Message-Id is id.
+func (s *Server) MessagesByID(id string) []Message {
+	var out []Message
+	for _, m := range s.Messages() {
+		if m.ID == id {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Requests returns how many send and events requests arrived.
+func (s *Server) Requests() (sends, events int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sendRequests, s.eventRequests
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	// Mailgun answers a wrong key with 401 and a plain "Forbidden".
+	user, pass, ok := r.BasicAuth()
+	if !ok || user != "api" || pass != s.APIKey {
+		http.Error(w, "Forbidden", http.StatusUnauthorized)
+		return
+	}
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	if len(parts) != 3 || parts[0] != "v3" {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "not found"})
+		return
+	}
+	domain, endpoint := parts[1], parts[2]
+	if domain != s.Domain {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Domain not found: " + domain})
+		return
+	}
+	switch {
+	case endpoint == "messages" && r.Method == http.MethodPost:
+		s.serveSend(w, r)
+	case endpoint == "events" && r.Method == http.MethodGet:
+		s.serveEvents(w, r)
+	default:
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "not found"})
+	}
+}
+
+// nextFault takes the next fault for endpoint, counting the request.
+func (s *Server) nextFault(endpoint string) *Fault {
+	s.mu.Lock()
+	queue := &s.sendFaults
+	if endpoint == "events" {
+		queue = &s.eventFaults
+		s.eventRequests++
+	} else {
+		s.sendRequests++
+	}
+	if len(*queue) > 0 {
+		f := (*queue)[0]
+		*queue = (*queue)[1:]
+		s.mu.Unlock()
+		return &f
+	}
+	ff := s.faultFunc
+	s.mu.Unlock()
+	if ff != nil {
+		return ff(endpoint)
+	}
+	return nil
+}
+
+// answerFault serves a Status or Hang fault; it reports false for faults
+// the caller handles.
+func (s *Server) answerFault(w http.ResponseWriter, r *http.Request, f *Fault) bool {
+	switch f.Kind {
+	case Status:
+		for k, vs := range f.Header {
+			for _, v := range vs {
+				w.Header().Add(k, v)
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(f.Status)
+		_, _ = w.Write([]byte(f.Body))
+		return true
+	case Hang:
+		s.hangUp(r)
+		return true
+	}
+	return false
+}
+
+// hangUp blocks until the client gives up or the server closes.
+func (s *Server) hangUp(r *http.Request) {
+	select {
+	case <-r.Context().Done():
+	case <-s.hang:
+	case <-time.After(5 * time.Minute):
+	}
+}
+
+func (s *Server) serveSend(w http.ResponseWriter, r *http.Request) {
+	fault := s.nextFault("messages")
+	if fault != nil && s.answerFault(w, r, fault) {
+		return
+	}
+	if err := r.ParseMultipartForm(1 << 20); err != nil && err != http.ErrNotMultipart {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"message": "malformed form: " + err.Error()})
+		return
+	}
+	if r.MultipartForm == nil {
+		if err := r.ParseForm(); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"message": "malformed form: " + err.Error()})
+			return
+		}
+	}
+	form := r.PostForm
+	if r.MultipartForm != nil {
+		form = r.MultipartForm.Value
+	}
+	msg := Message{
+		Domain:    s.Domain,
+		From:      first(form["from"]),
+		To:        form["to"],
+		Subject:   first(form["subject"]),
+		Text:      first(form["text"]),
+		Headers:   map[string]string{},
+		Variables: map[string]string{},
+		Fields:    map[string][]string{},
+		Accepted:  time.Now(),
+	}
+	for k, v := range form {
+		msg.Fields[k] = append([]string(nil), v...)
+		switch {
+		case strings.HasPrefix(k, "h:"):
+			msg.Headers[strings.TrimPrefix(k, "h:")] = first(v)
+		case strings.HasPrefix(k, "v:"):
+			msg.Variables[strings.TrimPrefix(k, "v:")] = first(v)
+		}
+	}
+	msg.ReplyTo = msg.Headers["Reply-To"]
+	switch {
+	case msg.From == "":
+		writeJSON(w, http.StatusBadRequest, map[string]string{"message": "from parameter is missing"})
+		return
+	case len(msg.To) == 0:
+		writeJSON(w, http.StatusBadRequest, map[string]string{"message": "to parameter is missing"})
+		return
+	case msg.Subject == "":
+		writeJSON(w, http.StatusBadRequest, map[string]string{"message": "subject parameter is missing"})
+		return
+	case msg.Text == "" && first(form["html"]) == "":
+		writeJSON(w, http.StatusBadRequest, map[string]string{"message": "Need at least one of 'text' or 'html' parameters specified"})
+		return
+	}
+	s.mu.Lock()
+	if s.authorizedRecipients != nil {
+		for _, to := range msg.To {
+			if !s.authorizedRecipients[strings.ToLower(to)] {
+				s.mu.Unlock()
+				writeJSON(w, http.StatusForbidden, map[string]string{"message": "Domain " + s.Domain +
+					" is not allowed to send: Free accounts are for test purposes only. Please upgrade or add the address to authorized recipients in Account Settings."})
+				return
+			}
+		}
+	}
+	msg.ID = msg.Headers["Message-Id"]
+	if msg.ID == "" {
+		msg.ID = fmt.Sprintf("<%s.%s@%s>", time.Now().UTC().Format("20060102150405"), randomHex(8), s.Domain)
+	} else if !strings.HasPrefix(msg.ID, "<") {
+		msg.ID = "<" + msg.ID + ">"
+	}
+	s.messages = append(s.messages, msg)
+	s.mu.Unlock()
+
+	if fault != nil {
+		switch fault.Kind {
+		case AcceptAndDropReply:
+			dropConnection(w)
+			return
+		case AcceptAndHang:
+			s.hangUp(r)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"id": msg.ID, "message": "Queued. Thank you."})
+}
+
+func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
+	if fault := s.nextFault("events"); fault != nil {
+		if s.answerFault(w, r, fault) {
+			return
+		}
+		if fault.Kind == AcceptAndDropReply {
+			dropConnection(w)
+			return
+		}
+	}
+	q := r.URL.Query()
+	// Paging: the first page holds every match; the "next" page is empty.
+	if q.Get("page") == "next" {
+		writeJSON(w, http.StatusOK, map[string]any{"items": []any{}, "paging": map[string]string{}})
+		return
+	}
+	wantID := strings.Trim(q.Get("message-id"), "<>")
+	limit, _ := strconv.Atoi(q.Get("limit"))
+	if limit <= 0 || limit > 300 {
+		limit = 100
+	}
+	items := []any{}
+	for _, m := range s.Messages() {
+		id := strings.Trim(m.ID, "<>")
+		if wantID != "" && id != wantID {
+			continue
+		}
+		if len(items) == limit {
+			break
+		}
+		for _, to := range m.To {
+			items = append(items, map[string]any{
+				"event":          "accepted",
+				"id":             randomHex(11),
+				"timestamp":      float64(m.Accepted.UnixNano()) / 1e9,
+				"recipient":      to,
+				"user-variables": m.Variables,
+				"message": map[string]any{
+					"headers": map[string]string{"message-id": id, "to": to, "from": m.From, "subject": m.Subject},
+				},
+			})
+		}
+	}
+	next := *r.URL
+	nq := next.Query()
+	nq.Set("page", "next")
+	next.RawQuery = nq.Encode()
+	next.Scheme, next.Host = "http", r.Host
+	writeJSON(w, http.StatusOK, map[string]any{"items": items, "paging": map[string]string{"next": next.String()}})
+}
+
+func dropConnection(w http.ResponseWriter) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic("mailgunfake: response writer cannot be hijacked")
+	}
+	conn, _, err := hj.Hijack()
+	if err == nil {
+		_ = conn.Close()
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func first(v []string) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

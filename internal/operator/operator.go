@@ -1,0 +1,336 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package operator wires the MailgunCluster controller into a
+// controller-runtime manager: flags, caches, metrics, health checks. main.go
+// and the tests build the manager the same way.
+package operator
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/ptr"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/controllers"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/metrics"
+)
+
+// ConfigCheckName is the readiness check reporting whether the Mailgun
+// settings are complete. Deployments exclude it from their readiness probe
+// (/readyz?exclude=mailgun-config) so that an operator installed before its
+// settings are filled in still becomes available.
+const ConfigCheckName = "mailgun-config"
+
+// Options configure the operator; BindFlags maps them to command-line flags.
+type Options struct {
+	MetricsBindAddress      string
+	SecureMetrics           bool
+	HealthProbeBindAddress  string
+	LeaderElect             bool
+	LeaderElectionID        string
+	LeaderElectionNamespace string
+
+	// WatchNamespace restricts the MailgunClusters (and Clusters) watched.
+	WatchNamespace string
+	// WatchFilterValue restricts reconciliation to objects labelled
+	// cluster.x-k8s.io/watch-filter=<value>.
+	WatchFilterValue string
+	Concurrency      int
+
+	// ConfigNamespace holds the Mailgun Secret and ConfigMap, normally the
+	// operator's own namespace.
+	ConfigNamespace string
+	SecretName      string
+	ConfigMapName   string
+
+	MailgunTimeout  time.Duration
+	SettleTime      time.Duration
+	RecheckInterval time.Duration
+
+	// Getenv reads the environment; nil means os.Getenv. Tests inject it.
+	Getenv func(string) string
+
+	// Seams for running several managers in one test process; the zero
+	// values are what the binary uses.
+
+	// Logger defaults to controller-runtime's global logger.
+	Logger *logr.Logger
+	// MetricsRegistry defaults to controller-runtime's global registry.
+	MetricsRegistry prometheus.Registerer
+	// SkipNameValidation allows more than one manager per process.
+	SkipNameValidation bool
+	// WrapClient, if set, wraps the manager's client, e.g. to inject
+	// apiserver write failures.
+	WrapClient func(client.Client) client.Client
+}
+
+// DefaultOptions are the flag defaults.
+func DefaultOptions() Options {
+	return Options{
+		MetricsBindAddress:     ":8443",
+		SecureMetrics:          true,
+		HealthProbeBindAddress: ":8081",
+		LeaderElectionID:       "capmg-controller-manager.infrastructure.cluster.x-k8s.io",
+		Concurrency:            10,
+		ConfigNamespace:        ownNamespace(),
+		SecretName:             config.DefaultSecretName,
+		ConfigMapName:          config.DefaultConfigMapName,
+		MailgunTimeout:         30 * time.Second,
+		SettleTime:             2 * time.Minute,
+		RecheckInterval:        5 * time.Minute,
+	}
+}
+
+// BindFlags registers the options as flags on fs.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress,
+		"Address the metrics endpoint binds to; \"0\" disables it.")
+	fs.BoolVar(&o.SecureMetrics, "metrics-secure", o.SecureMetrics,
+		"Serve metrics over HTTPS, authenticated and authorized through the apiserver.")
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
+		"Address the /healthz and /readyz endpoints bind to.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect,
+		"Enable leader election, so that only one replica reconciles at a time.")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader election Lease.")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace,
+		"Namespace of the leader election Lease; defaults to the operator's namespace.")
+	fs.StringVar(&o.WatchNamespace, "namespace", o.WatchNamespace,
+		"Only watch MailgunClusters and Clusters in this namespace; empty watches all namespaces.")
+	fs.StringVar(&o.WatchFilterValue, "watch-filter", o.WatchFilterValue,
+		"Only reconcile objects with the label cluster.x-k8s.io/watch-filter set to this value.")
+	fs.IntVar(&o.Concurrency, "mailguncluster-concurrency", o.Concurrency,
+		"Number of MailgunClusters reconciled in parallel.")
+	fs.StringVar(&o.ConfigNamespace, "config-namespace", o.ConfigNamespace,
+		"Namespace of the Mailgun Secret and ConfigMap; defaults to the operator's own namespace (POD_NAMESPACE). Empty reads settings from the environment only.")
+	fs.StringVar(&o.SecretName, "mailgun-secret-name", o.SecretName,
+		"Secret holding the Mailgun API key (key api_key).")
+	fs.StringVar(&o.ConfigMapName, "mailgun-configmap-name", o.ConfigMapName,
+		"ConfigMap holding mailgun_domain, mail_recipient and mailgun_api_base.")
+	fs.DurationVar(&o.MailgunTimeout, "mailgun-timeout", o.MailgunTimeout, "Timeout of each call to the Mailgun API.")
+	fs.DurationVar(&o.SettleTime, "send-settle-time", o.SettleTime,
+		"After a send attempt that got no answer, how long to look for the message in Mailgun's events before sending again.")
+	fs.DurationVar(&o.RecheckInterval, "mailgun-recheck-interval", o.RecheckInterval,
+		"How long to wait before retrying after Mailgun refused the credentials or recipient.")
+}
+
+// Validate reports invalid option values.
+func (o *Options) Validate() error {
+	if o.Concurrency < 1 {
+		return fmt.Errorf("--mailguncluster-concurrency must be at least 1, got %d", o.Concurrency)
+	}
+	if o.MailgunTimeout <= 0 || o.SettleTime <= 0 || o.RecheckInterval <= 0 {
+		return fmt.Errorf("--mailgun-timeout, --send-settle-time and --mailgun-recheck-interval must be positive")
+	}
+	return nil
+}
+
+// ownNamespace is the namespace the operator runs in: POD_NAMESPACE (set
+// from the downward API), else the service account's namespace file.
+func ownNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
+		return strings.TrimSpace(string(b))
+	}
+	return ""
+}
+
+// NewScheme returns a scheme with every type the operator reads.
+func NewScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, fmt.Errorf("building scheme: %w", err)
+		}
+	}
+	return scheme, nil
+}
+
+// New builds a manager running the MailgunCluster controller.
+func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+
+	cacheOptions := cache.Options{ByObject: map[client.Object]cache.ByObject{}}
+	if o.WatchNamespace != "" {
+		cacheOptions.DefaultNamespaces = map[string]cache.Config{o.WatchNamespace: {}}
+	}
+	if o.ConfigNamespace != "" {
+		// Cache only the two objects we read, so that the operator neither
+		// needs nor holds any other Secret.
+		cacheOptions.ByObject[&corev1.Secret{}] = cache.ByObject{
+			Namespaces: map[string]cache.Config{o.ConfigNamespace: {}},
+			Field:      fields.OneTermEqualSelector("metadata.name", o.SecretName),
+		}
+		cacheOptions.ByObject[&corev1.ConfigMap{}] = cache.ByObject{
+			Namespaces: map[string]cache.Config{o.ConfigNamespace: {}},
+			Field:      fields.OneTermEqualSelector("metadata.name", o.ConfigMapName),
+		}
+	}
+
+	metricsOptions := metricsserver.Options{BindAddress: o.MetricsBindAddress, SecureServing: o.SecureMetrics}
+	if o.SecureMetrics {
+		metricsOptions.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+
+	leaderElectionNamespace := o.LeaderElectionNamespace
+	if leaderElectionNamespace == "" {
+		leaderElectionNamespace = o.ConfigNamespace
+	}
+	mgrOptions := ctrl.Options{
+		Scheme:                        scheme,
+		Cache:                         cacheOptions,
+		Metrics:                       metricsOptions,
+		HealthProbeBindAddress:        o.HealthProbeBindAddress,
+		LeaderElection:                o.LeaderElect,
+		LeaderElectionID:              o.LeaderElectionID,
+		LeaderElectionNamespace:       leaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		WebhookServer:                 webhook.NewServer(webhook.Options{}),
+	}
+	if o.Logger != nil {
+		mgrOptions.Logger = *o.Logger
+	}
+	if o.WrapClient != nil {
+		mgrOptions.NewClient = func(config *rest.Config, options client.Options) (client.Client, error) {
+			c, err := client.New(config, options)
+			if err != nil {
+				return nil, err
+			}
+			return o.WrapClient(c), nil
+		}
+	}
+	mgr, err := ctrl.NewManager(restConfig, mgrOptions)
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+
+	source := &config.Source{
+		Reader:        mgr.GetClient(),
+		Namespace:     o.ConfigNamespace,
+		SecretName:    o.SecretName,
+		ConfigMapName: o.ConfigMapName,
+		Getenv:        o.Getenv,
+	}
+	m := metrics.New()
+	registry := o.MetricsRegistry
+	if registry == nil {
+		registry = ctrlmetrics.Registry
+	}
+	if err := m.Register(registry); err != nil {
+		return nil, err
+	}
+	reconciler := &controllers.MailgunClusterReconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("mailguncluster-controller"),
+		Config:   source,
+		ConfigObjects: controllers.ConfigObjects{
+			Namespace: o.ConfigNamespace, SecretName: o.SecretName, ConfigMapName: o.ConfigMapName,
+		},
+		NewMailer: func(s mailer.Settings) controllers.Mailer {
+			return mailer.New(s, o.MailgunTimeout)
+		},
+		Metrics:          m,
+		WatchFilterValue: o.WatchFilterValue,
+		SettleTime:       o.SettleTime,
+		RecheckInterval:  o.RecheckInterval,
+	}
+	if err := reconciler.SetupWithManager(ctx, mgr, controller.Options{
+		MaxConcurrentReconciles: o.Concurrency,
+		SkipNameValidation:      ptr.To(o.SkipNameValidation),
+	}); err != nil {
+		return nil, err
+	}
+
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding readiness check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck(ConfigCheckName, configCheck(mgr, source)); err != nil {
+		return nil, fmt.Errorf("adding readiness check: %w", err)
+	}
+	return mgr, nil
+}
+
+// configCheck reports whether the Mailgun settings are usable, and logs
+// exactly what is missing whenever that changes: the readiness endpoint
+// itself withholds the reason.
+func configCheck(mgr ctrl.Manager, source *config.Source) healthz.Checker {
+	log := mgr.GetLogger().WithName("mailgun-config")
+	var mu sync.Mutex
+	last := "unset"
+	return func(req *http.Request) error {
+		err := checkConfig(req.Context(), source)
+		state := "ok"
+		if err != nil {
+			state = err.Error()
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if state != last {
+			last = state
+			if err != nil {
+				log.Info("Mailgun settings are not usable; MailgunClusters wait until they are fixed", "problems", state)
+			} else {
+				log.Info("Mailgun settings are complete")
+			}
+		}
+		return err
+	}
+}
+
+func checkConfig(ctx context.Context, source *config.Source) error {
+	settings, err := source.Load(ctx)
+	if err != nil {
+		return err
+	}
+	return source.Check(settings)
+}

@@ -1,0 +1,137 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package testenv starts the real control plane the tests run against:
+// kube-apiserver and etcd built by `make controlplane` (see
+// hack/build-controlplane.sh), with this provider's CRDs and Cluster API's
+// Cluster CRD installed.
+package testenv
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
+)
+
+// Env is a running control plane.
+type Env struct {
+	*envtest.Environment
+	Client client.Client
+	// RepoRoot is the repository's top directory.
+	RepoRoot string
+}
+
+// Start starts the control plane. It finds the binaries through
+// KUBEBUILDER_ASSETS, else builds or reuses them under bin/k8s/.
+func Start() (*Env, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		out, err := run(root, filepath.Join(root, "hack", "build-controlplane.sh"))
+		if err != nil {
+			return nil, fmt.Errorf("building the test control plane: %w", err)
+		}
+		assets = strings.TrimSpace(out)
+	}
+	capiDir, err := run(root, "go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-api")
+	if err != nil {
+		return nil, fmt.Errorf("locating the cluster-api module: %w", err)
+	}
+	capiCRD, err := readCRD(filepath.Join(strings.TrimSpace(capiDir), "core", "config", "crd", "bases", "cluster.x-k8s.io_clusters.yaml"))
+	if err != nil {
+		return nil, err
+	}
+
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		CRDs:                  []*apiextensionsv1.CustomResourceDefinition{capiCRD},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
+	}
+	scheme, err := operator.NewScheme()
+	if err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		_ = env.Stop()
+		return nil, fmt.Errorf("creating client: %w", err)
+	}
+	return &Env{Environment: env, Client: c, RepoRoot: root}, nil
+}
+
+// readCRD reads a CRD and drops its conversion webhook: Cluster API's CRDs
+// convert between API versions through a webhook of the core controller,
+// which the tests do not run, and they only use the storage version.
+func readCRD(path string) (*apiextensionsv1.CustomResourceDefinition, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading CRD: %w", err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(b, crd); err != nil {
+		return nil, fmt.Errorf("parsing CRD %s: %w", path, err)
+	}
+	crd.Spec.Conversion = nil
+	return crd, nil
+}
+
+// RepoRoot finds the repository's top directory from the working directory.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "PROJECT")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no PROJECT file above the working directory")
+		}
+		dir = parent
+	}
+}
+
+func run(dir, name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String(), nil
+}
