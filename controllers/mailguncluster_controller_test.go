@@ -19,18 +19,21 @@ package controllers_test
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/contract"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
@@ -90,6 +93,20 @@ func TestSendsOneEmailForAnOwnedMailgunCluster(t *testing.T) {
 		}
 		return false, fmt.Sprintf("%d events", len(h.events("happy")))
 	})
+
+	for _, m := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"capmg_emails_sent_total", nil, 1},
+		{"capmg_email_send_duration_seconds", map[string]string{"result": "accepted"}, 1},
+		{"capmg_email_send_failures_total", nil, 0},
+	} {
+		if got := h.metric(m.name, m.labels); got != m.want {
+			t.Errorf("metric %s%v = %v, want %v", m.name, m.labels, got, m.want)
+		}
+	}
 
 	// Later reconciles (the resync of a restart included) send nothing more.
 	h.stopManager()
@@ -284,6 +301,9 @@ func TestMailgunFailures(t *testing.T) {
 					return sends <= tt.maxSends && len(h.fake.Messages()) == 0, fmt.Sprintf("%d send requests", sends)
 				})
 				return
+			}
+			if got := h.metric("capmg_email_send_failures_total", nil); got < 1 {
+				t.Errorf("capmg_email_send_failures_total = %v, want the failure counted", got)
 			}
 			if sends, _ := h.fake.Requests(); sends > tt.maxSends {
 				t.Errorf("%d send requests while failing, want at most %d: retrying too eagerly", sends, tt.maxSends)
@@ -531,4 +551,56 @@ func hasFinalizer(mc *infrav1.MailgunCluster) bool {
 		}
 	}
 	return false
+}
+
+func TestCRDFollowsTheClusterAPIContract(t *testing.T) {
+	h := newHarness(t)
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	name := contract.CalculateCRDName(infrav1.GroupVersion.Group, "MailgunCluster")
+	if err := h.c.Get(h.ctx, types.NamespacedName{Name: name}, crd); err != nil {
+		t.Fatalf("getting CRD %s (the name Cluster API derives): %v", name, err)
+	}
+	if got := crd.Labels["cluster.x-k8s.io/v1beta2"]; got != "v1beta1" {
+		t.Errorf("contract label cluster.x-k8s.io/v1beta2 = %q, want v1beta1", got)
+	}
+	if crd.Spec.Scope != apiextensionsv1.NamespaceScoped {
+		t.Errorf("scope = %s, want Namespaced", crd.Spec.Scope)
+	}
+	if !slices.Contains(crd.Spec.Names.Categories, "cluster-api") || !slices.Contains(crd.Spec.Names.ShortNames, "mgc") {
+		t.Errorf("names = %+v, want category cluster-api and short name mgc", crd.Spec.Names)
+	}
+	var columns []string
+	for _, v := range crd.Spec.Versions {
+		if v.Name != "v1beta1" {
+			continue
+		}
+		if v.Subresources == nil || v.Subresources.Status == nil {
+			t.Errorf("v1beta1 has no status subresource")
+		}
+		for _, c := range v.AdditionalPrinterColumns {
+			columns = append(columns, c.Name)
+		}
+	}
+	for _, want := range []string{"Cluster", "Priority", "Ready", "Message ID", "Age"} {
+		if !slices.Contains(columns, want) {
+			t.Errorf("printer columns %v lack %q", columns, want)
+		}
+	}
+}
+
+func TestWatchFilterSkipsUnlabelledObjects(t *testing.T) {
+	h := newHarness(t)
+	h.startManager(func(o *operator.Options) { o.WatchFilterValue = "team-a" })
+	h.createOwned("unlabelled")
+	h.createOwned("labelled", func(mc *infrav1.MailgunCluster) {
+		mc.Labels = map[string]string{clusterv1.WatchLabel: "team-a"}
+	})
+	h.waitForAccepted("labelled", 20*time.Second)
+	h.consistently(time.Second, "no email for the unlabelled object", func() (bool, string) {
+		n := len(h.emailsFor("unlabelled"))
+		return n == 0, fmt.Sprintf("%d emails", n)
+	})
+	if got := h.get("unlabelled"); len(got.Status.Conditions) != 0 {
+		t.Errorf("the unlabelled object was reconciled: %+v", got.Status.Conditions)
+	}
 }

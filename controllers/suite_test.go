@@ -78,6 +78,8 @@ type harness struct {
 	// env is the manager's environment; tests change it before starting it.
 	env  map[string]string
 	logs *syncBuffer
+	// registry holds the metrics of the last manager started.
+	registry *prometheus.Registry
 	// mailgunDown lets fault functions fail until a test flips it.
 	mailgunDown atomic.Bool
 
@@ -130,7 +132,8 @@ func (h *harness) options() operator.Options {
 	o.SettleTime = 2 * time.Second
 	o.RecheckInterval = time.Second
 	o.Getenv = func(k string) string { return h.env[k] }
-	o.MetricsRegistry = prometheus.NewRegistry()
+	h.registry = prometheus.NewRegistry()
+	o.MetricsRegistry = h.registry
 	o.SkipNameValidation = true
 	logger := zap.New(zap.WriteTo(h.logs), zap.UseDevMode(true), zap.Level(zapcore.Level(-5)))
 	o.Logger = &logger
@@ -335,4 +338,35 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// metric returns the value of a counter or the sample count of a histogram
+// in the last manager's registry, summed over series matching labels.
+func (h *harness) metric(name string, labels map[string]string) float64 {
+	h.t.Helper()
+	families, err := h.registry.Gather()
+	if err != nil {
+		h.t.Fatalf("gathering metrics: %v", err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if want, ok := labels[lp.GetName()]; ok && want != lp.GetValue() {
+					continue series
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				sum += m.GetCounter().GetValue()
+			case m.GetHistogram() != nil:
+				sum += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return sum
 }

@@ -79,6 +79,9 @@ func Start() (*Env, error) {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
 	}
 	scheme, err := operator.NewScheme()
+	if err == nil {
+		err = apiextensionsv1.AddToScheme(scheme)
+	}
 	if err != nil {
 		_ = env.Stop()
 		return nil, err
