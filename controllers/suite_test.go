@@ -140,8 +140,9 @@ func (h *harness) options() operator.Options {
 	return o
 }
 
-// startManager runs a manager until the test ends or stopManager is called.
-func (h *harness) startManager(mutate ...func(*operator.Options)) {
+// startManager runs a manager until the test ends or it is stopped, and
+// returns its stop function; stopManager stops the last one started.
+func (h *harness) startManager(mutate ...func(*operator.Options)) (stop func()) {
 	h.t.Helper()
 	o := h.options()
 	for _, m := range mutate {
@@ -160,21 +161,22 @@ func (h *harness) startManager(mutate ...func(*operator.Options)) {
 			h.t.Errorf("manager stopped with error: %v", err)
 		}
 	}()
-	h.stop = func() {
+	stop = sync.OnceFunc(func() {
 		cancel()
 		select {
 		case <-done:
 		case <-time.After(30 * time.Second):
 			h.t.Errorf("manager did not stop within 30s")
 		}
-	}
-	h.t.Cleanup(h.stopManager)
+	})
+	h.stop = stop
+	h.t.Cleanup(stop)
+	return stop
 }
 
 func (h *harness) stopManager() {
 	if h.stop != nil {
 		h.stop()
-		h.stop = nil
 	}
 }
 

@@ -267,3 +267,79 @@ func TestBinaryReportsMissingConfiguration(t *testing.T) {
 	h.createOwned("configured-later")
 	h.waitForAccepted("configured-later", 30*time.Second)
 }
+
+// staleReader serves, once the real object records an accepted email, an
+// old copy of it from before the first send: what a lagging cache shows.
+type staleReader struct {
+	client.Client
+	mu       sync.Mutex
+	pristine map[client.ObjectKey]*infrav1.MailgunCluster
+	served   int
+}
+
+func (c *staleReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := c.Client.Get(ctx, key, obj, opts...); err != nil {
+		return err
+	}
+	mc, ok := obj.(*infrav1.MailgunCluster)
+	if !ok {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old, seen := c.pristine[key]
+	switch {
+	case !seen && mc.Annotations[infrav1.MessageIDAnnotation] == "":
+		c.pristine[key] = mc.DeepCopy()
+	case seen && mc.Annotations[infrav1.AcceptedMessageIDAnnotation] != "" && c.served < 3:
+		c.served++
+		old.DeepCopyInto(mc)
+	}
+	return nil
+}
+
+func TestStaleCacheDoesNotCauseASecondEmail(t *testing.T) {
+	h := newHarness(t)
+	sr := &staleReader{pristine: map[client.ObjectKey]*infrav1.MailgunCluster{}}
+	h.startManager(func(o *operator.Options) {
+		o.WrapClient = func(c client.Client) client.Client { sr.Client = c; return sr }
+	})
+	h.createOwned("stale")
+	h.waitForAccepted("stale", 20*time.Second)
+
+	// Any change triggers reconciles, which now see the stale copy.
+	mc := h.get("stale")
+	patchObj(h, mc, func() { mc.Labels = map[string]string{"touched": "yes"} })
+	h.eventually(10*time.Second, "the stale copy to be served", func() (bool, string) {
+		sr.mu.Lock()
+		defer sr.mu.Unlock()
+		return sr.served > 0, "not yet"
+	})
+	h.consistently(2*time.Second, "exactly one email", func() (bool, string) {
+		n := len(h.emailsFor("stale"))
+		return n == 1, fmt.Sprintf("%d emails", n)
+	})
+	if got := h.get("stale"); got.Status.MessageID == "" || got.Annotations[infrav1.AcceptedMessageIDAnnotation] == "" {
+		t.Errorf("the record was lost: status %q, annotations %v", got.Status.MessageID, got.Annotations)
+	}
+}
+
+func TestLeaderElectionLetsOneReplicaSend(t *testing.T) {
+	h := newHarness(t)
+	leaderElect := func(o *operator.Options) {
+		o.LeaderElect = true
+		o.LeaderElectionID = "capmg-" + h.ns
+	}
+	h.startManager(leaderElect)
+	h.startManager(leaderElect)
+	for i := range 5 {
+		h.createOwned(fmt.Sprintf("replicated-%d", i))
+	}
+	for i := range 5 {
+		h.waitForAccepted(fmt.Sprintf("replicated-%d", i), 60*time.Second)
+	}
+	h.consistently(time.Second, "exactly one email per object", func() (bool, string) {
+		n := len(h.fake.Messages())
+		return n == 5, fmt.Sprintf("%d emails for 5 objects", n)
+	})
+}
