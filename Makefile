@@ -7,6 +7,18 @@ VERSION ?= 0.1.0
 IMAGE_TAG_BASE ?= ghcr.io/capi-mailgun/cluster-api-provider-mailgun
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
 
+# OLM packaging (operator-sdk conventions).
+PACKAGE ?= cluster-api-provider-mailgun
+CHANNELS ?= stable
+DEFAULT_CHANNEL ?= stable
+# The CSV this version replaces in the upgrade graph, e.g.
+# cluster-api-provider-mailgun.v0.0.9; empty for the first release.
+REPLACES ?=
+BUNDLE_IMG ?= $(IMAGE_TAG_BASE)-bundle:v$(VERSION)
+CATALOG_IMG ?= $(IMAGE_TAG_BASE)-catalog:v$(VERSION)
+BUNDLE_METADATA_OPTS ?= --channels=$(CHANNELS) --default-channel=$(DEFAULT_CHANNEL)
+OPERATOR_SDK ?= operator-sdk
+
 # Container tool for image targets: the first of docker, podman, buildah.
 CONTAINER_TOOL ?= $(shell command -v docker 2>/dev/null || command -v podman 2>/dev/null || command -v buildah 2>/dev/null || echo docker)
 
@@ -16,6 +28,7 @@ SHELL = /usr/bin/env bash -o pipefail
 LOCALBIN ?= $(CURDIR)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 KUSTOMIZE ?= $(LOCALBIN)/kustomize
+OPM ?= $(LOCALBIN)/opm
 TOOLS_MOD := hack/tools/go.mod
 
 .PHONY: all
@@ -47,10 +60,11 @@ vet: ## Run go vet.
 	go vet ./...
 
 .PHONY: verify
-verify: manifests generate ## Fail if generated files or go.mod are stale, or code is not gofmt'ed.
+verify: manifests generate bundle ## Fail if generated files (CRDs, RBAC, deepcopy, bundle) or go.mod are stale, or code is not gofmt'ed.
 	go mod tidy
 	cd hack/tools && go mod tidy
 	cd hack/controlplane && go mod tidy
+	cd hack/opm && go mod tidy
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@git diff --exit-code -- . || { echo "Generated files are stale: run 'make manifests generate' and 'go mod tidy', and commit the result."; exit 1; }
 	@test -z "$$(git status --porcelain --untracked-files=all -- config api)" || { git status --porcelain -- config api; echo "Untracked generated files."; exit 1; }
@@ -92,6 +106,47 @@ build-installer: manifests generate $(KUSTOMIZE) ## Write dist/install.yaml with
 	$(KUSTOMIZE) build config/default > dist/install.yaml
 	cd config/manager && $(KUSTOMIZE) edit set image controller=controller:latest
 
+##@ OLM bundle and catalog
+
+.PHONY: bundle
+bundle: manifests ## Generate bundle/ and bundle.Dockerfile from config/ (no operator-sdk CLI needed).
+	go run ./hack/bundle --version $(VERSION) --image $(IMG) --channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL) --replaces "$(REPLACES)"
+
+.PHONY: bundle-sdk
+bundle-sdk: manifests $(KUSTOMIZE) ## Generate the bundle with the operator-sdk CLI instead, if you have it.
+	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
+	$(KUSTOMIZE) build config/manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) $(BUNDLE_METADATA_OPTS)
+	cd config/manager && $(KUSTOMIZE) edit set image controller=controller:latest
+	$(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework
+
+.PHONY: bundle-validate
+bundle-validate: ## Validate the bundle like `operator-sdk bundle validate` and the scorecard's basic/olm suites, offline.
+	go test ./internal/bundle/ -count=1 -v -run 'UpToDate|Validation|Scorecard|CSVContent|Placeholders|Dockerfile'
+
+.PHONY: scorecard
+scorecard: ## Run the scorecard against a cluster (needs the operator-sdk CLI).
+	$(OPERATOR_SDK) scorecard bundle
+
+.PHONY: bundle-build
+bundle-build: ## Build the bundle image (docker, podman or buildah).
+	$(CONTAINER_TOOL) build -f bundle.Dockerfile -t $(BUNDLE_IMG) .
+
+.PHONY: bundle-push
+bundle-push: ## Push the bundle image.
+	$(CONTAINER_TOOL) push $(BUNDLE_IMG)
+
+.PHONY: catalog
+catalog: $(OPM) ## Render the file-based catalog (catalog/) from bundle/, write catalog.Dockerfile, and validate it.
+	hack/render-catalog.sh $(OPM) $(PACKAGE) $(DEFAULT_CHANNEL) catalog
+
+.PHONY: catalog-build
+catalog-build: catalog ## Build the catalog image.
+	$(CONTAINER_TOOL) build -f catalog.Dockerfile -t $(CATALOG_IMG) .
+
+.PHONY: catalog-push
+catalog-push: ## Push the catalog image.
+	$(CONTAINER_TOOL) push $(CATALOG_IMG)
+
 ##@ Deployment
 
 ifndef ignore-not-found
@@ -127,3 +182,7 @@ $(CONTROLLER_GEN): $(TOOLS_MOD) | $(LOCALBIN)
 
 $(KUSTOMIZE): $(TOOLS_MOD) | $(LOCALBIN)
 	cd hack/tools && go build -o $(KUSTOMIZE) sigs.k8s.io/kustomize/kustomize/v5
+
+# opm needs these build tags (sqlite JSON1, no gpgme).
+$(OPM): hack/opm/go.mod | $(LOCALBIN)
+	cd hack/opm && go build -tags "json1 containers_image_openpgp" -o $(OPM) github.com/operator-framework/operator-registry/cmd/opm

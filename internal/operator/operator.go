@@ -61,6 +61,23 @@ import (
 // settings are filled in still becomes available.
 const ConfigCheckName = "mailgun-config"
 
+// Environment variables that set flag defaults. OLM passes
+// olm.targetNamespaces as WATCH_NAMESPACE, and a Subscription's
+// spec.config.env can name a user-owned Secret and ConfigMap, which OLM does
+// not overwrite on upgrade the way it overwrites the bundle's own.
+const (
+	EnvWatchNamespace = "WATCH_NAMESPACE"
+	EnvSecretName     = "MAILGUN_SECRET_NAME"
+	EnvConfigMapName  = "MAILGUN_CONFIGMAP_NAME"
+)
+
+func envOr(key, fallback string) string {
+	if v := strings.TrimSpace(os.Getenv(key)); v != "" {
+		return v
+	}
+	return fallback
+}
+
 // Options configure the operator; BindFlags maps them to command-line flags.
 type Options struct {
 	MetricsBindAddress      string
@@ -112,9 +129,10 @@ func DefaultOptions() Options {
 		HealthProbeBindAddress: ":8081",
 		LeaderElectionID:       "capmg-controller-manager.infrastructure.cluster.x-k8s.io",
 		Concurrency:            10,
+		WatchNamespace:         os.Getenv(EnvWatchNamespace),
 		ConfigNamespace:        ownNamespace(),
-		SecretName:             config.DefaultSecretName,
-		ConfigMapName:          config.DefaultConfigMapName,
+		SecretName:             envOr(EnvSecretName, config.DefaultSecretName),
+		ConfigMapName:          envOr(EnvConfigMapName, config.DefaultConfigMapName),
 		MailgunTimeout:         30 * time.Second,
 		SettleTime:             2 * time.Minute,
 		RecheckInterval:        5 * time.Minute,
@@ -155,6 +173,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 
 // Validate reports invalid option values.
 func (o *Options) Validate() error {
+	if strings.Contains(o.WatchNamespace, ",") {
+		return fmt.Errorf("--namespace (or WATCH_NAMESPACE) names several namespaces (%q); watch one namespace or all of them", o.WatchNamespace)
+	}
 	if o.Concurrency < 1 {
 		return fmt.Errorf("--mailguncluster-concurrency must be at least 1, got %d", o.Concurrency)
 	}

@@ -1,0 +1,441 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package bundle_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/operator-framework/api/pkg/manifests"
+	"github.com/operator-framework/api/pkg/operators/v1alpha1"
+	"github.com/operator-framework/api/pkg/validation"
+	validationerrors "github.com/operator-framework/api/pkg/validation/errors"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/bundle"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/testenv"
+)
+
+const pkg = "cluster-api-provider-mailgun"
+
+func repoPath(t *testing.T, elem ...string) string {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(append([]string{root}, elem...)...)
+}
+
+func loadBundle(t *testing.T) *manifests.Bundle {
+	t.Helper()
+	b, err := manifests.GetBundleFromDir(repoPath(t, "bundle"))
+	if err != nil {
+		t.Fatalf("loading bundle/: %v", err)
+	}
+	return b
+}
+
+func TestBundleIsUpToDate(t *testing.T) {
+	csv := loadBundle(t).CSV
+	rendered, err := bundle.Kustomize(repoPath(t, "config", "manifests"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := bundle.Generate(rendered, bundle.Options{
+		Package:   pkg,
+		Version:   csv.Spec.Version.String(),
+		Replaces:  csv.Spec.Replaces,
+		Image:     csv.Annotations["containerImage"],
+		Channels:  []string{"stable"},
+		CreatedAt: csv.Annotations["createdAt"],
+	})
+	if err != nil {
+		t.Fatalf("generating: %v", err)
+	}
+	var onDisk []string
+	err = filepath.WalkDir(repoPath(t, "bundle"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(repoPath(t, "bundle"), path)
+			onDisk = append(onDisk, rel)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range files {
+		got, err := os.ReadFile(repoPath(t, "bundle", name))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("bundle/%s is stale or missing; run `make bundle` and commit the result", name)
+		}
+	}
+	for _, name := range onDisk {
+		if _, ok := files[name]; !ok {
+			t.Errorf("bundle/%s is not generated from config/ any more; run `make bundle`", name)
+		}
+	}
+}
+
+func TestBundlePassesOperatorFrameworkValidation(t *testing.T) {
+	b := loadBundle(t)
+	var results []validationerrors.ManifestResult
+	results = append(results, validation.DefaultBundleValidators.WithValidators(validation.ObjectValidator).Validate(b.ObjectsToValidate()...)...)
+	optional := map[string]string{"k8s-version": "1.36"}
+	suite := []struct {
+		name      string
+		validator interface {
+			Validate(...interface{}) []validationerrors.ManifestResult
+		}
+	}{
+		{"operatorhubv2", validation.OperatorHubV2Validator},
+		{"capabilities", validation.StandardCapabilitiesValidator},
+		{"categories", validation.StandardCategoriesValidator},
+		{"good-practices", validation.GoodPracticesValidator},
+		{"deprecated-apis", validation.AlphaDeprecatedAPIsValidator},
+	}
+	for _, s := range suite {
+		results = append(results, s.validator.Validate(b, optional)...)
+	}
+	for _, r := range results {
+		for _, e := range r.Errors {
+			t.Errorf("%s: error: %s", r.Name, e.Error())
+		}
+		for _, w := range r.Warnings {
+			t.Errorf("%s: warning: %s", r.Name, w.Error())
+		}
+	}
+}
+
+// The scorecard's basic and olm suites, run offline on the bundle.
+func TestScorecardChecks(t *testing.T) {
+	b := loadBundle(t)
+	csv := b.CSV
+	examples := almExamples(t, csv)
+
+	t.Run("basic-check-spec", func(t *testing.T) {
+		if len(examples) == 0 {
+			t.Fatal("alm-examples is empty")
+		}
+		for _, ex := range examples {
+			if spec, ok := ex["spec"].(map[string]any); !ok || len(spec) == 0 {
+				t.Errorf("alm-example %v has no spec", ex["kind"])
+			}
+		}
+	})
+	owned := map[string]v1alpha1.CRDDescription{}
+	for _, d := range csv.Spec.CustomResourceDefinitions.Owned {
+		owned[d.Name] = d
+	}
+	for _, crd := range b.V1CRDs {
+		desc, ok := owned[crd.Name]
+		if !ok {
+			t.Errorf("CRD %s is in the bundle but not owned by the CSV", crd.Name)
+			continue
+		}
+		t.Run("olm-crds-have-validation/"+crd.Name, func(t *testing.T) {
+			for _, v := range crd.Spec.Versions {
+				s := v.Schema
+				if s == nil || s.OpenAPIV3Schema == nil || s.OpenAPIV3Schema.Properties["spec"].Properties == nil {
+					t.Errorf("version %s has no spec schema", v.Name)
+				}
+			}
+		})
+		t.Run("olm-crds-have-resources/"+crd.Name, func(t *testing.T) {
+			if len(desc.Resources) == 0 {
+				t.Errorf("owned CRD %s lists no resources", crd.Name)
+			}
+		})
+		schema := servedSchema(t, crd, desc.Version)
+		t.Run("olm-spec-descriptors/"+crd.Name, func(t *testing.T) {
+			var have []string
+			for _, d := range desc.SpecDescriptors {
+				have = append(have, d.Path)
+			}
+			for _, path := range fieldPaths(schema.Properties["spec"], "") {
+				if !slices.Contains(have, path) {
+					t.Errorf("spec field %s has no specDescriptor", path)
+				}
+			}
+		})
+		t.Run("olm-status-descriptors/"+crd.Name, func(t *testing.T) {
+			var have []string
+			for _, d := range desc.StatusDescriptors {
+				have = append(have, d.Path)
+			}
+			for _, path := range fieldPaths(schema.Properties["status"], "") {
+				if !slices.Contains(have, path) {
+					t.Errorf("status field %s has no statusDescriptor", path)
+				}
+			}
+		})
+	}
+}
+
+func TestCSVContent(t *testing.T) {
+	csv := loadBundle(t).CSV
+	for _, key := range []string{"capabilities", "categories", "containerImage", "createdAt", "description", "repository", "support", "alm-examples", "operatorframework.io/suggested-namespace"} {
+		if csv.Annotations[key] == "" {
+			t.Errorf("annotation %s is empty", key)
+		}
+	}
+	spec := csv.Spec
+	if spec.DisplayName == "" || len(spec.Description) < 500 || len(spec.Icon) == 0 || len(spec.Keywords) == 0 ||
+		len(spec.Maintainers) == 0 || spec.Provider.Name == "" || len(spec.Links) == 0 || spec.Maturity == "" || spec.MinKubeVersion == "" {
+		t.Errorf("CSV lacks display metadata: %+v", spec)
+	}
+	if !strings.Contains(spec.Description, "capmg-mailgun-credentials") || !strings.Contains(spec.Description, "MAILGUN_SECRET_NAME") {
+		t.Errorf("the description should say how to configure Mailgun after install and across upgrades")
+	}
+	if len(spec.CustomResourceDefinitions.Required) != 0 {
+		t.Errorf("required CRDs %v: nothing in a catalog owns Cluster API's CRDs; use nativeAPIs", spec.CustomResourceDefinitions.Required)
+	}
+	if !slices.ContainsFunc(spec.NativeAPIs, func(g metav1GVK) bool { return g.Group == "cluster.x-k8s.io" && g.Kind == "Cluster" }) {
+		t.Errorf("nativeAPIs %v lack Cluster API's Cluster", spec.NativeAPIs)
+	}
+	modes := map[v1alpha1.InstallModeType]bool{}
+	for _, m := range spec.InstallModes {
+		modes[m.Type] = m.Supported
+	}
+	want := map[v1alpha1.InstallModeType]bool{
+		v1alpha1.InstallModeTypeOwnNamespace: true, v1alpha1.InstallModeTypeSingleNamespace: true,
+		v1alpha1.InstallModeTypeMultiNamespace: false, v1alpha1.InstallModeTypeAllNamespaces: true,
+	}
+	if fmt.Sprint(modes) != fmt.Sprint(want) {
+		t.Errorf("installModes = %v, want %v", modes, want)
+	}
+
+	strategy := spec.InstallStrategy.StrategySpec
+	for _, p := range strategy.ClusterPermissions {
+		for _, r := range p.Rules {
+			if slices.Contains(r.Resources, "secrets") || slices.Contains(r.Resources, "configmaps") {
+				t.Errorf("clusterPermissions grant %v on %v: Secret and ConfigMap access belongs in the operator's namespace only", r.Verbs, r.Resources)
+			}
+		}
+	}
+	if !slices.ContainsFunc(strategy.Permissions, func(p v1alpha1.StrategyDeploymentPermissions) bool {
+		return slices.ContainsFunc(p.Rules, func(r rbacRule) bool { return slices.Contains(r.Resources, "secrets") })
+	}) {
+		t.Errorf("namespaced permissions lack Secret access")
+	}
+	if len(strategy.DeploymentSpecs) != 1 {
+		t.Fatalf("%d deployments, want 1", len(strategy.DeploymentSpecs))
+	}
+	pod := strategy.DeploymentSpecs[0].Spec.Template.Spec
+	if pod.SecurityContext == nil || pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot ||
+		pod.SecurityContext.SeccompProfile == nil || pod.SecurityContext.SeccompProfile.Type != "RuntimeDefault" {
+		t.Errorf("pod security context %+v is not restricted", pod.SecurityContext)
+	}
+	for _, c := range pod.Containers {
+		sc := c.SecurityContext
+		if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.ReadOnlyRootFilesystem == nil ||
+			!*sc.ReadOnlyRootFilesystem || sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") {
+			t.Errorf("container %s security context %+v is not restricted", c.Name, sc)
+		}
+		if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
+			t.Errorf("container %s has no resource requests", c.Name)
+		}
+		if c.Image != csv.Annotations["containerImage"] {
+			t.Errorf("container %s image %q differs from containerImage %q", c.Name, c.Image, csv.Annotations["containerImage"])
+		}
+	}
+}
+
+func TestShippedMailgunSettingsAreEmptyPlaceholders(t *testing.T) {
+	b := loadBundle(t)
+	found := map[string]bool{}
+	for _, obj := range b.Objects {
+		switch obj.GetKind() {
+		case "Secret", "ConfigMap":
+			found[obj.GetKind()] = true
+			for _, field := range []string{"data", "stringData"} {
+				values, _ := obj.Object[field].(map[string]any)
+				for k, v := range values {
+					if s, _ := v.(string); s != "" {
+						t.Errorf("%s %s ships a value for %s; the bundle must not carry settings or keys", obj.GetKind(), obj.GetName(), k)
+					}
+				}
+			}
+		}
+	}
+	if !found["Secret"] || !found["ConfigMap"] {
+		t.Errorf("the bundle should set up the Mailgun Secret and ConfigMap; found %v", found)
+	}
+}
+
+func TestBundleDockerfileMatchesAnnotations(t *testing.T) {
+	b, err := os.ReadFile(repoPath(t, "bundle", "metadata", "annotations.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ann struct {
+		Annotations map[string]string `json:"annotations"`
+	}
+	if err := yaml.Unmarshal(b, &ann); err != nil {
+		t.Fatal(err)
+	}
+	df, err := os.ReadFile(repoPath(t, "bundle.Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := dockerfileLabels(string(df))
+	if fmt.Sprint(labels) != fmt.Sprint(ann.Annotations) {
+		t.Errorf("bundle.Dockerfile labels %v differ from metadata/annotations.yaml %v", labels, ann.Annotations)
+	}
+}
+
+// TestBundleImageBuilds builds the bundle image with buildah, the way
+// `make bundle-build` does where no Docker daemon exists. CI installs buildah.
+func TestBundleImageBuilds(t *testing.T) {
+	buildah, err := exec.LookPath("buildah")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("buildah is not installed; CI must install it (.ci/run)")
+		}
+		t.Skip("buildah is not installed")
+	}
+	root := repoPath(t)
+	store := t.TempDir()
+	tag := "localhost/capmg-bundle-test:latest"
+	args := []string{"--root", filepath.Join(store, "root"), "--runroot", filepath.Join(store, "run"), "--storage-driver", "vfs"}
+	build := exec.Command(buildah, append(args, "bud", "--isolation", "chroot", "-f", "bundle.Dockerfile", "-t", tag, ".")...)
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("buildah bud: %v\n%s", err, out)
+	}
+	inspect := exec.Command(buildah, append(args, "inspect", "--type", "image", tag)...)
+	out, err := inspect.Output()
+	if err != nil {
+		t.Fatalf("buildah inspect: %v", err)
+	}
+	var info struct {
+		OCIv1 struct {
+			Config struct {
+				Labels map[string]string `json:"Labels"`
+			} `json:"config"`
+		} `json:"OCIv1"`
+	}
+	if err := json.Unmarshal(out, &info); err != nil {
+		t.Fatalf("parsing buildah inspect: %v", err)
+	}
+	if got := info.OCIv1.Config.Labels["operators.operatorframework.io.bundle.package.v1"]; got != pkg {
+		t.Errorf("image package label = %q, want %q", got, pkg)
+	}
+	files := exec.Command(buildah, append(args, "from", "--name", "capmg-bundle-test", tag)...)
+	if out, err := files.CombinedOutput(); err != nil {
+		t.Fatalf("buildah from: %v\n%s", err, out)
+	}
+	mount := exec.Command(buildah, append(args, "mount", "capmg-bundle-test")...)
+	dir, err := mount.Output()
+	if err != nil {
+		t.Fatalf("buildah mount: %v", err)
+	}
+	mnt := strings.TrimSpace(string(dir))
+	for _, want := range []string{"manifests/" + pkg + ".clusterserviceversion.yaml", "metadata/annotations.yaml", "tests/scorecard/config.yaml"} {
+		if _, err := os.Stat(filepath.Join(mnt, want)); err != nil {
+			t.Errorf("image lacks /%s", want)
+		}
+	}
+	_ = exec.Command(buildah, append(args, "rm", "capmg-bundle-test")...).Run()
+}
+
+func almExamples(t *testing.T, csv *v1alpha1.ClusterServiceVersion) []map[string]any {
+	t.Helper()
+	var examples []map[string]any
+	if err := json.Unmarshal([]byte(csv.Annotations["alm-examples"]), &examples); err != nil {
+		t.Fatalf("alm-examples is not a JSON list: %v", err)
+	}
+	return examples
+}
+
+func servedSchema(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition, version string) apiextensionsv1.JSONSchemaProps {
+	t.Helper()
+	for _, v := range crd.Spec.Versions {
+		if v.Name == version && v.Schema != nil && v.Schema.OpenAPIV3Schema != nil {
+			return *v.Schema.OpenAPIV3Schema
+		}
+	}
+	t.Fatalf("CRD %s has no schema for %s", crd.Name, version)
+	return apiextensionsv1.JSONSchemaProps{}
+}
+
+// fieldPaths lists the descriptor paths of every field under s; the items
+// of lists are described by the list's own descriptor.
+func fieldPaths(s apiextensionsv1.JSONSchemaProps, prefix string) []string {
+	var out []string
+	for name, prop := range s.Properties {
+		path := name
+		if prefix != "" {
+			path = prefix + "." + name
+		}
+		out = append(out, path)
+		if prop.Type == "object" {
+			out = append(out, fieldPaths(prop, path)...)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func dockerfileLabels(df string) map[string]string {
+	labels := map[string]string{}
+	for _, line := range strings.Split(df, "\n") {
+		if rest, ok := strings.CutPrefix(line, "LABEL "); ok {
+			if k, v, ok := strings.Cut(rest, "="); ok {
+				labels[k] = v
+			}
+		}
+	}
+	return labels
+}
+
+type (
+	metav1GVK = metav1.GroupVersionKind
+	rbacRule  = rbacv1.PolicyRule
+)
+
+// TestALMExamplesAreAcceptedByTheAPIServer creates every alm-example, with
+// server-side dry run, against a real apiserver serving the bundle's CRD.
+func TestALMExamplesAreAcceptedByTheAPIServer(t *testing.T) {
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatalf("starting control plane: %v", err)
+	}
+	defer func() { _ = env.Stop() }()
+	ctx := context.Background()
+	for _, ex := range almExamples(t, loadBundle(t).CSV) {
+		u := &unstructured.Unstructured{Object: ex}
+		u.SetNamespace("default")
+		if err := env.Client.Create(ctx, u, client.DryRunAll); err != nil {
+			t.Errorf("alm-example %s %s rejected: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+}

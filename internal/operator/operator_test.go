@@ -1,0 +1,79 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package operator_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
+)
+
+func TestDefaultOptionsFromEnvironment(t *testing.T) {
+	tests := []struct {
+		name                      string
+		env                       map[string]string
+		wantNS, wantSec, wantConf string
+	}{
+		{name: "defaults", wantSec: config.DefaultSecretName, wantConf: config.DefaultConfigMapName},
+		{
+			name: "OLM target namespace and user-owned settings objects",
+			env: map[string]string{
+				operator.EnvWatchNamespace: "tenant-a", operator.EnvSecretName: "my-mailgun-credentials",
+				operator.EnvConfigMapName: "my-mailgun-config",
+			},
+			wantNS: "tenant-a", wantSec: "my-mailgun-credentials", wantConf: "my-mailgun-config",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, k := range []string{operator.EnvWatchNamespace, operator.EnvSecretName, operator.EnvConfigMapName} {
+				t.Setenv(k, tt.env[k])
+			}
+			o := operator.DefaultOptions()
+			if o.WatchNamespace != tt.wantNS || o.SecretName != tt.wantSec || o.ConfigMapName != tt.wantConf {
+				t.Errorf("namespace/secret/configmap = %q/%q/%q, want %q/%q/%q",
+					o.WatchNamespace, o.SecretName, o.ConfigMapName, tt.wantNS, tt.wantSec, tt.wantConf)
+			}
+			if err := o.Validate(); err != nil {
+				t.Errorf("Validate: %v", err)
+			}
+		})
+	}
+}
+
+func TestValidateRejects(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*operator.Options)
+		want   string
+	}{
+		{"several namespaces (OLM MultiNamespace)", func(o *operator.Options) { o.WatchNamespace = "a,b" }, "names several namespaces"},
+		{"no workers", func(o *operator.Options) { o.Concurrency = 0 }, "--mailguncluster-concurrency"},
+		{"zero timeout", func(o *operator.Options) { o.MailgunTimeout = 0 }, "must be positive"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := operator.DefaultOptions()
+			tt.mutate(&o)
+			if err := o.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Validate = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
