@@ -88,12 +88,8 @@ func Kustomize(dir string) ([]byte, error) {
 // ExistingCreatedAt returns the createdAt of the CSV in bundleDir if it has
 // the given version, so that regenerating an unchanged version is a no-op.
 func ExistingCreatedAt(bundleDir, pkg, version string) string {
-	b, err := os.ReadFile(filepath.Join(bundleDir, ManifestsDir, pkg+".clusterserviceversion.yaml"))
-	if err != nil {
-		return ""
-	}
-	csv := &v1alpha1.ClusterServiceVersion{}
-	if yaml.Unmarshal(b, csv) != nil || csv.Spec.Version.String() != version {
+	csv, err := Load(bundleDir, pkg)
+	if err != nil || csv.Spec.Version.String() != version {
 		return ""
 	}
 	return csv.Annotations["createdAt"]
@@ -249,7 +245,7 @@ func (g *generator) buildCSV() error {
 		})
 		serviceAccounts[spec.Template.Spec.ServiceAccountName] = true
 	}
-	if err := g.permissions(&strategy, serviceAccounts); err != nil {
+	if err := g.clusterPermissions(&strategy, serviceAccounts); err != nil {
 		return err
 	}
 	csv.Spec.InstallStrategy = v1alpha1.NamedInstallStrategy{
@@ -276,13 +272,17 @@ func (g *generator) buildCSV() error {
 	return g.addTyped(csv, g.o.Package+".clusterserviceversion.yaml")
 }
 
-// permissions turns the roles bound to the operator's service accounts into
-// the CSV's permissions (namespaced, in the operator's namespace) and
-// clusterPermissions. Roles bound to nobody (user-facing aggregated roles)
-// stay separate bundle objects.
-func (g *generator) permissions(strategy *v1alpha1.StrategyDetailsDeployment, serviceAccounts map[string]bool) error {
+// clusterPermissions turns the ClusterRoles bound to the operator's service
+// accounts into the CSV's clusterPermissions. Roles bound by RoleBindings
+// (Secrets, ConfigMaps and leases in the operator's namespace) stay bundle
+// objects instead of going into the CSV's permissions: for an AllNamespaces
+// OperatorGroup OLM widens CSV permissions into ClusterRoles, which would
+// give the operator every Secret in the cluster. As bundle objects OLM
+// creates them in the install namespace; their ServiceAccount subjects lose
+// their namespace, which RBAC then takes from the RoleBinding's. Roles bound
+// to nobody (user-facing aggregated roles) also stay bundle objects.
+func (g *generator) clusterPermissions(strategy *v1alpha1.StrategyDetailsDeployment, serviceAccounts map[string]bool) error {
 	used := map[string]bool{}
-	perms := map[string][]rbacv1.PolicyRule{}
 	clusterPerms := map[string][]rbacv1.PolicyRule{}
 	for _, b := range g.bindings {
 		binding := &rbacv1.RoleBinding{} // same shape as ClusterRoleBinding
@@ -299,6 +299,20 @@ func (g *generator) permissions(strategy *v1alpha1.StrategyDetailsDeployment, se
 			g.extra = append(g.extra, b)
 			continue
 		}
+		if b.GetKind() == "RoleBinding" {
+			u := b.DeepCopy()
+			subjects, _, _ := unstructured.NestedSlice(u.Object, "subjects")
+			for _, subj := range subjects {
+				if m, ok := subj.(map[string]any); ok && m["kind"] == "ServiceAccount" {
+					delete(m, "namespace")
+				}
+			}
+			if err := unstructured.SetNestedSlice(u.Object, subjects, "subjects"); err != nil {
+				return err
+			}
+			g.extra = append(g.extra, u)
+			continue
+		}
 		key := binding.RoleRef.Kind + "/" + binding.RoleRef.Name
 		role, ok := g.roles[key]
 		if !ok {
@@ -309,15 +323,7 @@ func (g *generator) permissions(strategy *v1alpha1.StrategyDetailsDeployment, se
 			return err
 		}
 		used[key] = true
-		// A ClusterRole bound by a RoleBinding grants only in the namespace.
-		if b.GetKind() == "RoleBinding" {
-			perms[sa] = append(perms[sa], r.Rules...)
-		} else {
-			clusterPerms[sa] = append(clusterPerms[sa], r.Rules...)
-		}
-	}
-	for _, sa := range sortedKeys(perms) {
-		strategy.Permissions = append(strategy.Permissions, v1alpha1.StrategyDeploymentPermissions{ServiceAccountName: sa, Rules: perms[sa]})
+		clusterPerms[sa] = append(clusterPerms[sa], r.Rules...)
 	}
 	for _, sa := range sortedKeys(clusterPerms) {
 		strategy.ClusterPermissions = append(strategy.ClusterPermissions, v1alpha1.StrategyDeploymentPermissions{ServiceAccountName: sa, Rules: clusterPerms[sa]})
@@ -479,4 +485,17 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// Load reads the CSV of the bundle in dir.
+func Load(dir, pkg string) (*v1alpha1.ClusterServiceVersion, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ManifestsDir, pkg+".clusterserviceversion.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	csv := &v1alpha1.ClusterServiceVersion{}
+	if err := yaml.Unmarshal(b, csv); err != nil {
+		return nil, fmt.Errorf("parsing CSV in %s: %w", dir, err)
+	}
+	return csv, nil
 }

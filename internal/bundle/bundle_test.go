@@ -37,6 +37,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -241,10 +242,14 @@ func TestCSVContent(t *testing.T) {
 			}
 		}
 	}
-	if !slices.ContainsFunc(strategy.Permissions, func(p v1alpha1.StrategyDeploymentPermissions) bool {
-		return slices.ContainsFunc(p.Rules, func(r rbacRule) bool { return slices.Contains(r.Resources, "secrets") })
-	}) {
-		t.Errorf("namespaced permissions lack Secret access")
+	// OLM widens CSV permissions to every namespace for AllNamespaces
+	// installs, so Secret access must come from a Role in the bundle.
+	for _, p := range strategy.Permissions {
+		for _, r := range p.Rules {
+			if slices.Contains(r.Resources, "secrets") {
+				t.Errorf("CSV permissions grant Secret access, which OLM widens to all namespaces in AllNamespaces mode")
+			}
+		}
 	}
 	if len(strategy.DeploymentSpecs) != 1 {
 		t.Fatalf("%d deployments, want 1", len(strategy.DeploymentSpecs))
@@ -417,10 +422,7 @@ func dockerfileLabels(df string) map[string]string {
 	return labels
 }
 
-type (
-	metav1GVK = metav1.GroupVersionKind
-	rbacRule  = rbacv1.PolicyRule
-)
+type metav1GVK = metav1.GroupVersionKind
 
 // TestALMExamplesAreAcceptedByTheAPIServer creates every alm-example, with
 // server-side dry run, against a real apiserver serving the bundle's CRD.
@@ -437,5 +439,49 @@ func TestALMExamplesAreAcceptedByTheAPIServer(t *testing.T) {
 		if err := env.Client.Create(ctx, u, client.DryRunAll); err != nil {
 			t.Errorf("alm-example %s %s rejected: %v", u.GetKind(), u.GetName(), err)
 		}
+	}
+}
+
+func TestSecretAccessIsConfinedToTheOperatorNamespace(t *testing.T) {
+	b := loadBundle(t)
+	sa := b.CSV.Spec.InstallStrategy.StrategySpec.DeploymentSpecs[0].Spec.Template.Spec.ServiceAccountName
+	roles := map[string]bool{}
+	for _, obj := range b.Objects {
+		if obj.GetKind() != "Role" {
+			continue
+		}
+		role := &rbacv1.Role{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, role); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range role.Rules {
+			if slices.Contains(r.Resources, "secrets") {
+				roles[role.Name] = true
+			}
+		}
+	}
+	if len(roles) == 0 {
+		t.Fatal("no Role in the bundle grants the operator its Secret")
+	}
+	bound := false
+	for _, obj := range b.Objects {
+		if obj.GetKind() != "RoleBinding" {
+			continue
+		}
+		rb := &rbacv1.RoleBinding{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, rb); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range rb.Subjects {
+			if s.Kind == "ServiceAccount" && s.Name == sa && roles[rb.RoleRef.Name] {
+				bound = true
+				if s.Namespace != "" {
+					t.Errorf("RoleBinding %s names namespace %q for its subject; it must take the install namespace", rb.Name, s.Namespace)
+				}
+			}
+		}
+	}
+	if !bound {
+		t.Errorf("no RoleBinding binds the Secret Role to %s", sa)
 	}
 }
