@@ -29,6 +29,8 @@ LOCALBIN ?= $(CURDIR)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 KUSTOMIZE ?= $(LOCALBIN)/kustomize
 OPM ?= $(LOCALBIN)/opm
+OLM_OPERATOR ?= $(LOCALBIN)/olm
+OLM_CATALOG_OPERATOR ?= $(LOCALBIN)/olm-catalog
 TOOLS_MOD := hack/tools/go.mod
 
 .PHONY: all
@@ -65,6 +67,7 @@ verify: manifests generate bundle ## Fail if generated files (CRDs, RBAC, deepco
 	cd hack/tools && go mod tidy
 	cd hack/controlplane && go mod tidy
 	cd hack/opm && go mod tidy
+	cd hack/olm && go mod tidy
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@git diff --exit-code -- . || { echo "Generated files are stale: run 'make manifests generate' and 'go mod tidy', and commit the result."; exit 1; }
 	@test -z "$$(git status --porcelain --untracked-files=all -- config api)" || { git status --porcelain -- config api; echo "Untracked generated files."; exit 1; }
@@ -76,6 +79,16 @@ controlplane: ## Build the test control plane (kube-apiserver + etcd) into bin/k
 .PHONY: test
 test: vet controlplane ## Run all tests (unit and against a real control plane), with the race detector.
 	KUBEBUILDER_ASSETS="$$(hack/build-controlplane.sh)" go test -race -count=1 ./...
+
+.PHONY: e2e
+e2e: controlplane $(OPM) $(OLM_OPERATOR) $(OLM_CATALOG_OPERATOR) ## Install from an OLM catalog with real OLM, request a cluster, upgrade (logs in bin/e2e-logs).
+	go build -o $(LOCALBIN)/manager .
+	rm -rf $(LOCALBIN)/e2e-logs
+	KUBEBUILDER_ASSETS="$$(hack/build-controlplane.sh)" \
+	OLM_CRDS="$$(cd hack/olm && go list -m -f '{{.Dir}}' github.com/operator-framework/api)/crds" \
+	OPM=$(OPM) OLM_OPERATOR=$(OLM_OPERATOR) OLM_CATALOG_OPERATOR=$(OLM_CATALOG_OPERATOR) MANAGER=$(LOCALBIN)/manager \
+	E2E_LOG_DIR=$(LOCALBIN)/e2e-logs \
+	go test -tags e2e ./test/e2e/ -count=1 -v -timeout 25m
 
 .PHONY: demo
 demo: controlplane ## Run the provider end to end on this machine and print the email it sends.
@@ -182,6 +195,12 @@ $(CONTROLLER_GEN): $(TOOLS_MOD) | $(LOCALBIN)
 
 $(KUSTOMIZE): $(TOOLS_MOD) | $(LOCALBIN)
 	cd hack/tools && go build -o $(KUSTOMIZE) sigs.k8s.io/kustomize/kustomize/v5
+
+$(OLM_OPERATOR): hack/olm/go.mod | $(LOCALBIN)
+	cd hack/olm && go build -o $(OLM_OPERATOR) github.com/operator-framework/operator-lifecycle-manager/cmd/olm
+
+$(OLM_CATALOG_OPERATOR): hack/olm/go.mod | $(LOCALBIN)
+	cd hack/olm && go build -o $(OLM_CATALOG_OPERATOR) github.com/operator-framework/operator-lifecycle-manager/cmd/catalog
 
 # opm needs these build tags (sqlite JSON1, no gpgme).
 $(OPM): hack/opm/go.mod | $(LOCALBIN)

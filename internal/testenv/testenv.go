@@ -44,9 +44,24 @@ type Env struct {
 	RepoRoot string
 }
 
-// Start starts the control plane. It finds the binaries through
-// KUBEBUILDER_ASSETS, else builds or reuses them under bin/k8s/.
+// Options choose the CRDs installed at start.
+type Options struct {
+	// WithoutProviderCRDs leaves out this provider's CRDs, e.g. for a test in
+	// which OLM installs them from the bundle.
+	WithoutProviderCRDs bool
+	// CRDDirectoryPaths are more directories of CRDs to install.
+	CRDDirectoryPaths []string
+}
+
+// Start starts the control plane with this provider's CRDs and Cluster API's
+// Cluster CRD. It finds the binaries through KUBEBUILDER_ASSETS, else builds
+// or reuses them under bin/k8s/.
 func Start() (*Env, error) {
+	return StartWith(Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(o Options) (*Env, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
@@ -68,9 +83,13 @@ func Start() (*Env, error) {
 		return nil, err
 	}
 
+	crdPaths := append([]string(nil), o.CRDDirectoryPaths...)
+	if !o.WithoutProviderCRDs {
+		crdPaths = append(crdPaths, filepath.Join(root, "config", "crd", "bases"))
+	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		CRDDirectoryPaths:     crdPaths,
 		CRDs:                  []*apiextensionsv1.CustomResourceDefinition{capiCRD},
 		ErrorIfCRDPathMissing: true,
 	}
@@ -126,6 +145,11 @@ func RepoRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// Run runs a command in dir and returns its standard output.
+func Run(dir, name string, args ...string) (string, error) {
+	return run(dir, name, args...)
 }
 
 func run(dir, name string, args ...string) (string, error) {
