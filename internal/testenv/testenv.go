@@ -17,7 +17,7 @@ limitations under the License.
 // Package testenv starts the real control plane the tests run against:
 // kube-apiserver and etcd built by `make controlplane` (see
 // hack/build-controlplane.sh), with this provider's CRDs and Cluster API's
-// Cluster CRD installed.
+// core CRDs installed.
 package testenv
 
 import (
@@ -54,7 +54,7 @@ type Options struct {
 }
 
 // Start starts the control plane with this provider's CRDs and Cluster API's
-// Cluster CRD. It finds the binaries through KUBEBUILDER_ASSETS, else builds
+// core CRDs. It finds the binaries through KUBEBUILDER_ASSETS, else builds
 // or reuses them under bin/k8s/.
 func Start() (*Env, error) {
 	return StartWith(Options{})
@@ -78,7 +78,7 @@ func StartWith(o Options) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("locating the cluster-api module: %w", err)
 	}
-	capiCRD, err := readCRD(filepath.Join(strings.TrimSpace(capiDir), "core", "config", "crd", "bases", "cluster.x-k8s.io_clusters.yaml"))
+	capiCRDs, err := readCRDs(filepath.Join(strings.TrimSpace(capiDir), "core", "config", "crd", "bases"))
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +90,7 @@ func StartWith(o Options) (*Env, error) {
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths:     crdPaths,
-		CRDs:                  []*apiextensionsv1.CustomResourceDefinition{capiCRD},
+		CRDs:                  capiCRDs,
 		ErrorIfCRDPathMissing: true,
 	}
 	cfg, err := env.Start()
@@ -113,20 +113,30 @@ func StartWith(o Options) (*Env, error) {
 	return &Env{Environment: env, Client: c, RepoRoot: root}, nil
 }
 
-// readCRD reads a CRD and drops its conversion webhook: Cluster API's CRDs
-// convert between API versions through a webhook of the core controller,
-// which the tests do not run, and they only use the storage version.
-func readCRD(path string) (*apiextensionsv1.CustomResourceDefinition, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading CRD: %w", err)
+// readCRDs reads Cluster API's core CRDs (Cluster, Machine, ...: its
+// Cluster controller lists all of them) and drops their conversion webhooks:
+// they convert between API versions through a webhook of the core
+// controller, which the tests do not run, and the tests only use the
+// storage version.
+func readCRDs(dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("no Cluster API CRDs in %s (%v)", dir, err)
 	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.Unmarshal(b, crd); err != nil {
-		return nil, fmt.Errorf("parsing CRD %s: %w", path, err)
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, path := range files {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("reading CRD: %w", err)
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.Unmarshal(b, crd); err != nil {
+			return nil, fmt.Errorf("parsing CRD %s: %w", path, err)
+		}
+		crd.Spec.Conversion = nil
+		crds = append(crds, crd)
 	}
-	crd.Spec.Conversion = nil
-	return crd, nil
+	return crds, nil
 }
 
 // RepoRoot finds the repository's top directory from the working directory.
