@@ -604,3 +604,28 @@ func TestWatchFilterSkipsUnlabelledObjects(t *testing.T) {
 		t.Errorf("the unlabelled object was reconciled: %+v", got.Status.Conditions)
 	}
 }
+
+func TestTemplateSpecIsImmutable(t *testing.T) {
+	h := newHarness(t)
+	tmpl := &infrav1.MailgunClusterTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "standard"},
+		Spec: infrav1.MailgunClusterTemplateSpec{Template: infrav1.MailgunClusterTemplateResource{
+			Spec: newMailgunCluster(h.ns, "x").Spec,
+		}},
+	}
+	if err := h.c.Create(h.ctx, tmpl); err != nil {
+		t.Fatalf("creating template: %v", err)
+	}
+	tmpl.Spec.Template.Spec.Priority = infrav1.PriorityBusinessCritical
+	if err := h.c.Update(h.ctx, tmpl); err == nil || !strings.Contains(err.Error(), "spec.template is immutable") {
+		t.Errorf("updating the template: err = %v, want the immutability message", err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	name := contract.CalculateCRDName(infrav1.GroupVersion.Group, "MailgunClusterTemplate")
+	if err := h.c.Get(h.ctx, types.NamespacedName{Name: name}, crd); err != nil {
+		t.Fatalf("getting CRD %s: %v", name, err)
+	}
+	if crd.Labels["cluster.x-k8s.io/v1beta2"] != "v1beta1" {
+		t.Errorf("template CRD lacks the contract label: %v", crd.Labels)
+	}
+}
