@@ -1,0 +1,223 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package clusterctl_test checks the clusterctl provider artifacts:
+// metadata.yaml, the infrastructure components built from config/clusterctl
+// and templates/cluster-template.yaml.
+package clusterctl_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/bundle"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/testenv"
+)
+
+const providerLabel = "cluster.x-k8s.io/provider"
+
+func root(t *testing.T) string {
+	t.Helper()
+	r, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func decode(t *testing.T, b []byte) []*unstructured.Unstructured {
+	t.Helper()
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out
+			}
+			t.Fatalf("decoding: %v", err)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+}
+
+func TestMetadataDeclaresContractV1Beta2(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root(t), "metadata.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md struct {
+		APIVersion    string `json:"apiVersion"`
+		Kind          string `json:"kind"`
+		ReleaseSeries []struct {
+			Major, Minor int
+			Contract     string `json:"contract"`
+		} `json:"releaseSeries"`
+	}
+	if err := yaml.UnmarshalStrict(b, &md); err != nil {
+		t.Fatalf("metadata.yaml: %v", err)
+	}
+	if md.Kind != "Metadata" || md.APIVersion != "clusterctl.cluster.x-k8s.io/v1alpha3" || len(md.ReleaseSeries) == 0 {
+		t.Fatalf("metadata.yaml = %+v", md)
+	}
+	csv, err := bundle.Load(filepath.Join(root(t), "bundle"), "cluster-api-provider-mailgun")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := csv.Spec.Version
+	found := false
+	for _, rs := range md.ReleaseSeries {
+		if uint64(rs.Major) == v.Major && uint64(rs.Minor) == v.Minor {
+			found = true
+			if rs.Contract != "v1beta2" {
+				t.Errorf("release series %d.%d implements contract %s, want v1beta2", rs.Major, rs.Minor, rs.Contract)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("metadata.yaml has no release series for the current version %s", v)
+	}
+}
+
+func TestInfrastructureComponents(t *testing.T) {
+	raw, err := bundle.Kustomize(filepath.Join(root(t), "config", "clusterctl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := yamlprocessor.NewSimpleProcessor()
+	vars, err := p.GetVariables(raw)
+	if err != nil {
+		t.Fatalf("reading variables: %v", err)
+	}
+	sort.Strings(vars)
+	want := []string{"MAILGUN_API_BASE", "MAILGUN_API_KEY", "MAILGUN_DOMAIN", "MAIL_RECIPIENT"}
+	if !slices.Equal(vars, want) {
+		t.Errorf("variables = %v, want %v", vars, want)
+	}
+	values := map[string]string{"MAILGUN_API_KEY": "key-123", "MAILGUN_DOMAIN": "mg.example.com", "MAIL_RECIPIENT": "ops@example.com"}
+	resolved, err := p.Process(raw, func(name string) (string, error) {
+		if v, ok := values[name]; ok {
+			return v, nil
+		}
+		return "", errors.New("not set")
+	})
+	if err != nil {
+		t.Fatalf("resolving variables (MAILGUN_API_BASE has a default): %v", err)
+	}
+	objs := decode(t, resolved)
+
+	namespaces := 0
+	for _, obj := range objs {
+		if obj.GetLabels()[providerLabel] != "infrastructure-mailgun" {
+			t.Errorf("%s %s lacks %s=infrastructure-mailgun", obj.GetKind(), obj.GetName(), providerLabel)
+		}
+		switch obj.GetKind() {
+		case "Namespace":
+			namespaces++
+		case "Deployment":
+			d := &appsv1.Deployment{}
+			mustConvert(t, obj, d)
+			if len(d.Spec.Template.Spec.Containers) != 1 || d.Spec.Template.Spec.Containers[0].Name != "manager" {
+				t.Errorf("the Deployment's container must be named manager: %+v", d.Spec.Template.Spec.Containers)
+			}
+		case "Secret":
+			s := &corev1.Secret{}
+			mustConvert(t, obj, s)
+			if s.StringData["api_key"] != "key-123" {
+				t.Errorf("Secret api_key = %q, want the variable's value", s.StringData["api_key"])
+			}
+		case "ConfigMap":
+			cm := &corev1.ConfigMap{}
+			mustConvert(t, obj, cm)
+			if cm.Data["mailgun_domain"] != "mg.example.com" || cm.Data["mailgun_api_base"] != "https://api.mailgun.net/v3" {
+				t.Errorf("ConfigMap data = %v", cm.Data)
+			}
+		case "CustomResourceDefinition":
+			if obj.GetLabels()["cluster.x-k8s.io/v1beta2"] != "v1beta1" {
+				t.Errorf("CRD %s lacks the contract label", obj.GetName())
+			}
+		}
+		if ns := obj.GetNamespace(); ns != "" && ns != "capmg-system" {
+			t.Errorf("%s %s is in namespace %s, want capmg-system", obj.GetKind(), obj.GetName(), ns)
+		}
+	}
+	if namespaces != 1 {
+		t.Errorf("%d Namespaces, want exactly 1", namespaces)
+	}
+}
+
+// TestClusterTemplate resolves the cluster template and has a real apiserver
+// accept the result (server-side dry run).
+func TestClusterTemplate(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(root(t), "templates", "cluster-template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := yamlprocessor.NewSimpleProcessor()
+	values := map[string]string{
+		"CLUSTER_NAME": "payments", "NAMESPACE": "default",
+		"MAILGUN_REQUEST": "3 nodes: please", "MAILGUN_REQUESTER": "alice@example.com",
+	}
+	resolved, err := p.Process(raw, func(name string) (string, error) {
+		if v, ok := values[name]; ok {
+			return v, nil
+		}
+		return "", errors.New("not set")
+	})
+	if err != nil {
+		t.Fatalf("resolving the template (MAILGUN_PRIORITY has a default): %v", err)
+	}
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = env.Stop() }()
+	for _, obj := range decode(t, resolved) {
+		if err := env.Client.Create(context.Background(), obj, client.DryRunAll); err != nil {
+			t.Errorf("%s %s rejected: %v", obj.GetKind(), obj.GetName(), err)
+		}
+		if obj.GetKind() == "MailgunCluster" {
+			if got, _, _ := unstructured.NestedString(obj.Object, "spec", "priority"); got != "Urgent" {
+				t.Errorf("priority = %q, want the default Urgent", got)
+			}
+		}
+	}
+}
+
+func mustConvert(t *testing.T, u *unstructured.Unstructured, into any) {
+	t.Helper()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into); err != nil {
+		t.Fatal(err)
+	}
+}
