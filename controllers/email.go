@@ -21,6 +21,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
@@ -54,9 +56,10 @@ func (r *MailgunClusterReconciler) reconcileNormal(ctx context.Context, s *scope
 	log := ctrl.LoggerFrom(ctx)
 	mc := s.mc
 
-	if id := recordedMessageID(mc); id != "" {
+	resend := resendRequested(mc)
+	if id := recordedMessageID(mc); id != "" && !resend {
 		markAccepted(mc, id)
-		return ctrl.Result{}, nil
+		return r.trackDelivery(ctx, mc, id)
 	}
 
 	settings, err := r.Config.Load(ctx)
@@ -75,6 +78,25 @@ func (r *MailgunClusterReconciler) reconcileNormal(ctx context.Context, s *scope
 		}
 		return ctrl.Result{RequeueAfter: hd.until.Sub(r.now())}, nil
 	}
+	if r.Credentials != nil {
+		// A key, domain or region Mailgun refuses is reported before any
+		// send; transient lookup failures are left to the send itself.
+		if err := r.Credentials.Verify(ctx, settings); err != nil {
+			if se := mailer.AsSendError(err); se.Class == mailer.ClassUnauthorized || se.Class == mailer.ClassDomainNotFound || se.Class == mailer.ClassForbidden {
+				return r.mailgunFailed(ctx, mc, settings, se, "checking the Mailgun key and domain")
+			}
+		}
+	}
+	if resend {
+		if err := s.startResend(ctx, settings.Domain); err != nil {
+			return ctrl.Result{}, err
+		}
+		log.Info("Resend requested; sending a new request email", "request", mc.Annotations[infrav1.ResendRequestAnnotation])
+		r.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, "ResendRequested", "SendEmail",
+			"resend requested (%s); the earlier message IDs are in the %s annotation",
+			mc.Annotations[infrav1.ResendRequestAnnotation], infrav1.MessageIDHistoryAnnotation)
+	}
+
 	m := r.NewMailer(settings)
 
 	messageID := mc.Annotations[infrav1.MessageIDAnnotation]
@@ -121,7 +143,8 @@ func (r *MailgunClusterReconciler) reconcileNormal(ctx context.Context, s *scope
 	r.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, infrav1.EmailSentCondition, "SendEmail",
 		"Mailgun accepted the request email, message ID %s", id)
 	markAccepted(mc, id)
-	return ctrl.Result{}, nil
+	setDeliveryPending(mc, id)
+	return ctrl.Result{RequeueAfter: r.DeliveryPollInterval}, nil
 }
 
 // settleEarlierAttempt decides what became of an earlier attempt whose
@@ -142,7 +165,8 @@ func (r *MailgunClusterReconciler) settleEarlierAttempt(ctx context.Context, s *
 		r.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, infrav1.EmailSentCondition, "SendEmail",
 			"Mailgun's events show the request email %s was accepted", messageID)
 		markAccepted(mc, messageID)
-		return false, ctrl.Result{}, nil
+		setDeliveryPending(mc, messageID)
+		return false, ctrl.Result{RequeueAfter: r.DeliveryPollInterval}, nil
 	}
 	r.Metrics.Lookups.WithLabelValues("not_found").Inc()
 
@@ -184,6 +208,9 @@ func (r *MailgunClusterReconciler) mailgunFailed(ctx context.Context, mc *infrav
 		reason, res = infrav1.RecipientNotAuthorizedReason, ctrl.Result{RequeueAfter: r.RecheckInterval}
 	case mailer.ClassDomainNotFound:
 		reason, res = infrav1.MailgunNotConfiguredReason, ctrl.Result{RequeueAfter: r.RecheckInterval}
+		se = &mailer.SendError{Class: se.Class, StatusCode: se.StatusCode, Err: se.Err, Message: fmt.Sprintf(
+			"%s: Mailgun does not know domain %q at %s; check the domain name, and the region: EU domains need mailgun_api_base https://api.eu.mailgun.net/v3",
+			se.Message, settings.Domain, settings.APIBase)}
 	case mailer.ClassRejected:
 		// Terminal: retrying the same message gets the same answer. A spec
 		// or configuration change triggers a new attempt.
@@ -218,13 +245,55 @@ func (r *MailgunClusterReconciler) mailgunFailed(ctx context.Context, mc *infrav
 }
 
 // recordedMessageID returns the ID of the accepted request email, if any:
-// the annotation is authoritative; status alone covers objects written by
-// earlier versions of the provider.
+// the annotation is authoritative; status alone counts only for objects
+// written by earlier versions of the provider, which had no annotations.
 func recordedMessageID(mc *infrav1.MailgunCluster) string {
 	if id := mc.Annotations[infrav1.AcceptedMessageIDAnnotation]; id != "" {
 		return id
 	}
-	return mc.Status.MessageID
+	if mc.Annotations[infrav1.MessageIDAnnotation] == "" {
+		return mc.Status.MessageID
+	}
+	return ""
+}
+
+// resendRequested reports whether the user asked for a new email that the
+// controller has not taken on yet.
+func resendRequested(mc *infrav1.MailgunCluster) bool {
+	req := mc.Annotations[infrav1.ResendRequestAnnotation]
+	return req != "" && req != mc.Annotations[infrav1.ResendHandledAnnotation]
+}
+
+// maxHistory bounds the message ID history kept in the annotation.
+const maxHistory = 20
+
+// resendMessageID derives the Message-Id of the email for one resend
+// request, so that every attempt for that request uses the same ID.
+func resendMessageID(uid types.UID, domain, request string) string {
+	h := sha256.Sum256([]byte(request))
+	return fmt.Sprintf("<mailguncluster.%s.resend-%s@%s>", uid, hex.EncodeToString(h[:6]), domain)
+}
+
+// withNewRequest moves mc's annotations to a new request: the accepted ID
+// goes into the history, the new request gets its own Message-Id.
+func withNewRequest(mc *infrav1.MailgunCluster, domain string) {
+	ann := mc.Annotations
+	var history []string
+	if h := ann[infrav1.MessageIDHistoryAnnotation]; h != "" {
+		history = strings.Split(h, ",")
+	}
+	if prev := recordedMessageID(mc); prev != "" {
+		history = append(history, prev)
+	}
+	if len(history) > maxHistory {
+		history = history[len(history)-maxHistory:]
+	}
+	req := ann[infrav1.ResendRequestAnnotation]
+	ann[infrav1.MessageIDHistoryAnnotation] = strings.Join(history, ",")
+	ann[infrav1.MessageIDAnnotation] = resendMessageID(mc.UID, domain, req)
+	ann[infrav1.ResendHandledAnnotation] = req
+	delete(ann, infrav1.AcceptedMessageIDAnnotation)
+	delete(ann, infrav1.SendAttemptedAtAnnotation)
 }
 
 // markAccepted records an accepted email on the object, to be persisted by
@@ -238,6 +307,14 @@ func markAccepted(mc *infrav1.MailgunCluster, id string) {
 	mc.Status.MessageID = id
 	mc.Status.Initialization.Provisioned = ptr.To(true)
 	setEmailSent(mc, metav1.ConditionTrue, infrav1.EmailAcceptedReason, fmt.Sprintf("Mailgun accepted the request email, message ID %s", id))
+}
+
+// setDeliveryPending starts following the delivery of a newly accepted email.
+func setDeliveryPending(mc *infrav1.MailgunCluster, id string) {
+	conditions.Set(mc, metav1.Condition{
+		Type: infrav1.EmailDeliveredCondition, Status: metav1.ConditionUnknown, Reason: infrav1.DeliveryPendingReason,
+		Message: fmt.Sprintf("waiting for Mailgun to deliver %s", id),
+	})
 }
 
 // newMessageID derives the Message-Id of a MailgunCluster's request email
@@ -265,9 +342,7 @@ type hold struct {
 }
 
 func holdKey(mc *infrav1.MailgunCluster, s mailer.Settings) string {
-	h := sha256.New()
-	fmt.Fprintf(h, "%d\x00%s\x00%s\x00%s\x00%s", mc.Generation, s.Domain, s.Recipient, s.APIBase, s.APIKey)
-	return hex.EncodeToString(h.Sum(nil))
+	return fmt.Sprintf("%d/%s", mc.Generation, s.Fingerprint())
 }
 
 // get returns the hold on mc that still applies at now.

@@ -51,6 +51,13 @@ import (
 type Mailer interface {
 	Send(ctx context.Context, r mailer.Request) (string, error)
 	WasAccepted(ctx context.Context, messageID string) (bool, error)
+	Delivery(ctx context.Context, messageID string) (mailer.Delivery, error)
+}
+
+// CredentialsVerifier checks, with Mailgun, that the API key, domain and
+// region fit together; errors are *mailer.SendError.
+type CredentialsVerifier interface {
+	Verify(ctx context.Context, settings mailer.Settings) error
 }
 
 // ConfigSource provides the Mailgun settings; *config.Source implements it.
@@ -91,6 +98,18 @@ type MailgunClusterReconciler struct {
 	// refused our credentials or recipient. Configuration changes trigger an
 	// immediate retry regardless.
 	RecheckInterval time.Duration
+
+	// Credentials, if set, is consulted before sending.
+	Credentials CredentialsVerifier
+
+	// DeliveryPollInterval is the first interval between looks at Mailgun's
+	// events for the delivery of an accepted email; it grows with the age of
+	// the email up to 40 times this value.
+	DeliveryPollInterval time.Duration
+
+	// DeliveryTrackingTimeout is how long after acceptance delivery is
+	// followed before giving up.
+	DeliveryTrackingTimeout time.Duration
 
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time

@@ -56,30 +56,48 @@ func (s *scope) patch(ctx context.Context) error {
 }
 
 // recordAttempt durably records, before a send, the Message-Id and start
-// time of the attempt, together with the finalizer, in one write. The write
-// uses optimistic locking so that it fails if our copy is stale, e.g. when
-// the cache has not yet seen the record of an earlier successful send.
-// Status changes made so far stay pending for the final patch.
+// time of the attempt, together with the finalizer, in one write.
 func (s *scope) recordAttempt(ctx context.Context, messageID string, at time.Time) error {
-	claimed := s.mc.DeepCopy()
-	controllerutil.AddFinalizer(claimed, infrav1.ClusterFinalizer)
-	if claimed.Annotations == nil {
-		claimed.Annotations = map[string]string{}
-	}
-	claimed.Annotations[infrav1.MessageIDAnnotation] = messageID
-	claimed.Annotations[infrav1.SendAttemptedAtAnnotation] = at.UTC().Format(time.RFC3339Nano)
-
-	if err := s.client.Patch(ctx, claimed, client.MergeFromWithOptions(s.mc, client.MergeFromWithOptimisticLock{})); err != nil {
+	err := s.patchMetadata(ctx, func(mc *infrav1.MailgunCluster) {
+		controllerutil.AddFinalizer(mc, infrav1.ClusterFinalizer)
+		mc.Annotations[infrav1.MessageIDAnnotation] = messageID
+		mc.Annotations[infrav1.SendAttemptedAtAnnotation] = at.UTC().Format(time.RFC3339Nano)
+	})
+	if err != nil {
 		return fmt.Errorf("recording the send attempt before sending: %w", err)
 	}
-	// claimed now holds what the apiserver stored, including the persisted
+	return nil
+}
+
+// startResend durably moves the object to the user's new resend request.
+func (s *scope) startResend(ctx context.Context, domain string) error {
+	if err := s.patchMetadata(ctx, func(mc *infrav1.MailgunCluster) { withNewRequest(mc, domain) }); err != nil {
+		return fmt.Errorf("recording the resend request: %w", err)
+	}
+	return nil
+}
+
+// patchMetadata writes a metadata change at once, with optimistic locking so
+// that it fails if our copy is stale, e.g. when the cache has not yet seen
+// the record of an earlier successful send. Status changes made so far stay
+// pending for the final patch.
+func (s *scope) patchMetadata(ctx context.Context, mutate func(*infrav1.MailgunCluster)) error {
+	changed := s.mc.DeepCopy()
+	if changed.Annotations == nil {
+		changed.Annotations = map[string]string{}
+	}
+	mutate(changed)
+	if err := s.client.Patch(ctx, changed, client.MergeFromWithOptions(s.mc, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	// changed now holds what the apiserver stored, including the persisted
 	// status; diff later changes against it.
-	helper, err := patch.NewHelper(claimed, s.client)
+	helper, err := patch.NewHelper(changed, s.client)
 	if err != nil {
 		return fmt.Errorf("creating patch helper: %w", err)
 	}
 	s.helper = helper
-	claimed.ObjectMeta.DeepCopyInto(&s.mc.ObjectMeta)
+	changed.ObjectMeta.DeepCopyInto(&s.mc.ObjectMeta)
 	return nil
 }
 

@@ -131,6 +131,9 @@ func (h *harness) options() operator.Options {
 	o.MailgunTimeout = 500 * time.Millisecond
 	o.SettleTime = 2 * time.Second
 	o.RecheckInterval = time.Second
+	o.DeliveryPollInterval = 200 * time.Millisecond
+	o.DeliveryTrackingTimeout = time.Minute
+	o.CredentialsCheckInterval = 500 * time.Millisecond
 	o.Getenv = func(k string) string { return h.env[k] }
 	h.registry = prometheus.NewRegistry()
 	o.MetricsRegistry = h.registry

@@ -30,10 +30,35 @@ const (
 	// PausedCondition is True while reconciliation is paused, through the
 	// Cluster's spec.paused or the cluster.x-k8s.io/paused annotation.
 	PausedCondition = "Paused"
+
+	// EmailDeliveredCondition follows the accepted email through Mailgun's
+	// events: Unknown while delivery is pending, True once delivered, False
+	// when it bounced or was rejected.
+	EmailDeliveredCondition = "EmailDelivered"
+)
+
+// Reasons for the EmailDelivered condition.
+const (
+	// DeliveryPendingReason: accepted; no delivery outcome yet.
+	DeliveryPendingReason = "DeliveryPending"
+	// DeliveryRetryingReason: a delivery attempt failed temporarily and
+	// Mailgun retries it.
+	DeliveryRetryingReason = "DeliveryRetrying"
+	// DeliveredReason: the recipient's mail server took the email.
+	DeliveredReason = "Delivered"
+	// ComplainedReason: delivered, and the recipient marked it as spam.
+	ComplainedReason = "Complained"
+	// DeliveryFailedReason: delivery failed permanently (a bounce).
+	DeliveryFailedReason = "DeliveryFailed"
+	// DeliveryRejectedReason: Mailgun refused to deliver the email.
+	DeliveryRejectedReason = "DeliveryRejected"
+	// DeliveryTrackingExpiredReason: no outcome within the tracking window
+	// (--delivery-tracking-timeout); the operator stopped looking.
+	DeliveryTrackingExpiredReason = "DeliveryTrackingExpired"
 )
 
 // Reasons for the EmailSent (and mirrored Ready) condition. Each is
-// documented, with its fix, in docs/troubleshooting.md.
+// documented, with its fix, in docs/operations.md.
 const (
 	// EmailAcceptedReason: Mailgun accepted the request email.
 	EmailAcceptedReason = "EmailAccepted"

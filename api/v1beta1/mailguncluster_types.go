@@ -40,6 +40,18 @@ const (
 	// the request email; its value is the ID Mailgun returned. Once set, the
 	// controller never sends for this object again.
 	AcceptedMessageIDAnnotation = "mailgun.infrastructure.cluster.x-k8s.io/accepted-message-id"
+
+	// ResendRequestAnnotation is set by a user to ask for a new email: each
+	// new value is one new request, sent at most once.
+	ResendRequestAnnotation = "mailgun.infrastructure.cluster.x-k8s.io/resend-request"
+
+	// ResendHandledAnnotation holds the last resend request the controller
+	// took on.
+	ResendHandledAnnotation = "mailgun.infrastructure.cluster.x-k8s.io/resend-handled"
+
+	// MessageIDHistoryAnnotation lists, comma-separated and oldest first,
+	// the IDs of earlier accepted emails replaced by resends.
+	MessageIDHistoryAnnotation = "mailgun.infrastructure.cluster.x-k8s.io/message-id-history"
 )
 
 // Priority says how urgently the requester needs the cluster.
@@ -112,8 +124,8 @@ func (e APIEndpoint) IsZero() bool {
 // MailgunClusterStatus is the observed state of a MailgunCluster.
 // +kubebuilder:validation:MinProperties=1
 type MailgunClusterStatus struct {
-	// conditions describe the state of the MailgunCluster: Ready, EmailSent
-	// and Paused.
+	// conditions describe the state of the MailgunCluster: Ready, EmailSent,
+	// EmailDelivered and Paused.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -155,6 +167,7 @@ type MailgunClusterInitializationStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].status",description="Whether the request email was accepted by Mailgun"
 // +kubebuilder:printcolumn:name="Reason",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].reason",priority=1,description="Why the MailgunCluster is (not) ready"
 // +kubebuilder:printcolumn:name="Message ID",type="string",JSONPath=".status.messageID",description="Mailgun message ID of the request email"
+// +kubebuilder:printcolumn:name="Delivery",type="string",JSONPath=".status.conditions[?(@.type==\"EmailDelivered\")].reason",description="Delivery of the request email: DeliveryPending, Delivered, DeliveryFailed, ..."
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.messageID) || oldSelf.status.messageID == '' || self.spec == oldSelf.spec",message="spec is immutable once the request email has been sent (status.messageID is set); create a new MailgunCluster to request another cluster"
 

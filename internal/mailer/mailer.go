@@ -21,6 +21,8 @@ package mailer
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -254,6 +256,13 @@ func (s Settings) String() string {
 		key = "set"
 	}
 	return fmt.Sprintf("domain=%q recipient=%q apiBase=%q apiKey=%s", s.Domain, s.Recipient, s.APIBase, key)
+}
+
+// Fingerprint identifies the settings (the key included) without
+// revealing them, to notice when they change.
+func (s Settings) Fingerprint() string {
+	h := sha256.Sum256([]byte(s.Domain + "\x00" + s.Recipient + "\x00" + s.APIBase + "\x00" + s.APIKey))
+	return hex.EncodeToString(h[:])
 }
 
 // GoString keeps %#v from printing the API key.

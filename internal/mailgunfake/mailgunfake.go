@@ -53,6 +53,21 @@ type Message struct {
 	Accepted  time.Time
 }
 
+// Event is a delivery event the fake reports for a message, after the
+// "accepted" event every accepted message has.
+type Event struct {
+	// Name is a Mailgun event name: delivered, failed, rejected, complained.
+	Name string
+	// Severity is "permanent" or "temporary", for failed events.
+	Severity string
+	// Reason is Mailgun's short reason, e.g. "bounce" or "suppress-bounce".
+	Reason string
+	// Message is the receiving server's answer, e.g. "550 5.1.1 no such user".
+	Message string
+	// Code is the SMTP code of a failed delivery.
+	Code int
+}
+
 // FaultKind is a kind of injected failure.
 type FaultKind int
 
@@ -98,6 +113,8 @@ type Server struct {
 	eventFaults          []Fault
 	faultFunc            func(endpoint string) *Fault
 	messages             []Message
+	events               map[string][]Event // by message ID without brackets
+	domainState          string
 	sendRequests         int
 	eventRequests        int
 	hang                 chan struct{}
@@ -179,6 +196,25 @@ func (s *Server) SetFaultFunc(f func(endpoint string) *Fault) {
 	s.faultFunc = f
 }
 
+// AddEvent appends a delivery event for the message with the given ID.
+func (s *Server) AddEvent(messageID string, e Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.events == nil {
+		s.events = map[string][]Event{}
+	}
+	id := strings.Trim(messageID, "<>")
+	s.events[id] = append(s.events[id], e)
+}
+
+// SetDomainState sets the state the domain API reports ("active" by
+// default; "unverified" for a domain whose DNS is not set up).
+func (s *Server) SetDomainState(state string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.domainState = state
+}
+
 // Messages returns the accepted messages, oldest first.
 func (s *Server) Messages() []Message {
 	s.mu.Lock()
@@ -212,6 +248,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	if len(parts) == 3 && parts[0] == "v3" && parts[1] == "domains" && r.Method == http.MethodGet {
+		s.serveDomain(w, parts[2])
+		return
+	}
 	if len(parts) != 3 || parts[0] != "v3" {
 		writeJSON(w, http.StatusNotFound, map[string]string{"message": "not found"})
 		return
@@ -372,6 +412,20 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"id": msg.ID, "message": "Queued. Thank you."})
 }
 
+func (s *Server) serveDomain(w http.ResponseWriter, name string) {
+	if name != s.Domain {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Domain not found"})
+		return
+	}
+	s.mu.Lock()
+	state := s.domainState
+	s.mu.Unlock()
+	if state == "" {
+		state = "active"
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"domain": map[string]any{"name": name, "state": state}})
+}
+
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	if fault := s.nextFault("events"); fault != nil {
 		if s.answerFault(w, r, fault) {
@@ -403,16 +457,24 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		for _, to := range m.To {
-			items = append(items, map[string]any{
-				"event":          "accepted",
-				"id":             randomHex(11),
-				"timestamp":      float64(m.Accepted.UnixNano()) / 1e9,
-				"recipient":      to,
-				"user-variables": m.Variables,
-				"message": map[string]any{
-					"headers": map[string]string{"message-id": id, "to": to, "from": m.From, "subject": m.Subject},
-				},
-			})
+			items = append(items, s.event("accepted", m, id, to, nil))
+			s.mu.Lock()
+			extra := append([]Event(nil), s.events[id]...)
+			s.mu.Unlock()
+			for _, e := range extra {
+				fields := map[string]any{}
+				switch e.Name {
+				case "failed":
+					fields["severity"] = e.Severity
+					fields["reason"] = e.Reason
+					fields["delivery-status"] = map[string]any{"code": e.Code, "message": e.Message, "description": e.Message}
+				case "rejected":
+					fields["reject"] = map[string]any{"reason": e.Reason, "description": e.Message}
+				case "delivered":
+					fields["delivery-status"] = map[string]any{"code": 250, "message": e.Message}
+				}
+				items = append(items, s.event(e.Name, m, id, to, fields))
+			}
 		}
 	}
 	next := *r.URL
@@ -421,6 +483,23 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	next.RawQuery = nq.Encode()
 	next.Scheme, next.Host = "http", r.Host
 	writeJSON(w, http.StatusOK, map[string]any{"items": items, "paging": map[string]string{"next": next.String()}})
+}
+
+func (s *Server) event(name string, m Message, id, to string, fields map[string]any) map[string]any {
+	e := map[string]any{
+		"event":          name,
+		"id":             randomHex(11),
+		"timestamp":      float64(time.Now().UnixNano()) / 1e9,
+		"recipient":      to,
+		"user-variables": m.Variables,
+		"message": map[string]any{
+			"headers": map[string]string{"message-id": id, "to": to, "from": m.From, "subject": m.Subject},
+		},
+	}
+	for k, v := range fields {
+		e[k] = v
+	}
+	return e
 }
 
 func dropConnection(w http.ResponseWriter) {

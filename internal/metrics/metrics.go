@@ -34,6 +34,9 @@ type Metrics struct {
 	// Lookups counts Mailgun event lookups made to settle an earlier attempt
 	// whose outcome was unknown, by result (accepted, not_found, error).
 	Lookups *prometheus.CounterVec
+	// Deliveries counts delivery outcomes of accepted emails, by result
+	// (delivered, complained, failed, rejected, expired).
+	Deliveries *prometheus.CounterVec
 }
 
 // New returns unregistered metrics.
@@ -56,12 +59,16 @@ func New() *Metrics {
 			Name: "capmg_email_lookups_total",
 			Help: "Mailgun event lookups made to settle send attempts with unknown outcome, by result.",
 		}, []string{"result"}),
+		Deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capmg_email_deliveries_total",
+			Help: "Delivery outcomes of accepted request emails, by result: delivered, complained, failed (bounced), rejected, expired.",
+		}, []string{"result"}),
 	}
 }
 
 // Register registers the metrics with r.
 func (m *Metrics) Register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.EmailsSent, m.EmailsFailed, m.SendDuration, m.Lookups} {
+	for _, c := range []prometheus.Collector{m.EmailsSent, m.EmailsFailed, m.SendDuration, m.Lookups, m.Deliveries} {
 		if err := r.Register(c); err != nil {
 			return fmt.Errorf("registering metric: %w", err)
 		}

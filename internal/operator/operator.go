@@ -104,6 +104,12 @@ type Options struct {
 	SettleTime      time.Duration
 	RecheckInterval time.Duration
 
+	DeliveryPollInterval    time.Duration
+	DeliveryTrackingTimeout time.Duration
+	// CredentialsCheckInterval is how often the key and domain are checked
+	// with Mailgun (a domain lookup) while the settings do not change.
+	CredentialsCheckInterval time.Duration
+
 	// Getenv reads the environment; nil means os.Getenv. Tests inject it.
 	Getenv func(string) string
 
@@ -136,6 +142,10 @@ func DefaultOptions() Options {
 		MailgunTimeout:         30 * time.Second,
 		SettleTime:             2 * time.Minute,
 		RecheckInterval:        5 * time.Minute,
+
+		DeliveryPollInterval:     15 * time.Second,
+		DeliveryTrackingTimeout:  12 * time.Hour,
+		CredentialsCheckInterval: 5 * time.Minute,
 	}
 }
 
@@ -169,6 +179,12 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"After a send attempt that got no answer, how long to look for the message in Mailgun's events before sending again.")
 	fs.DurationVar(&o.RecheckInterval, "mailgun-recheck-interval", o.RecheckInterval,
 		"How long to wait before retrying after Mailgun refused the credentials or recipient.")
+	fs.DurationVar(&o.DeliveryPollInterval, "delivery-poll-interval", o.DeliveryPollInterval,
+		"First interval between looks at Mailgun's events for the delivery of an accepted email; it grows as the email ages.")
+	fs.DurationVar(&o.DeliveryTrackingTimeout, "delivery-tracking-timeout", o.DeliveryTrackingTimeout,
+		"How long after acceptance to follow an email's delivery before giving up.")
+	fs.DurationVar(&o.CredentialsCheckInterval, "credentials-check-interval", o.CredentialsCheckInterval,
+		"How often to check the API key and domain with Mailgun while the settings do not change.")
 }
 
 // Validate reports invalid option values.
@@ -179,8 +195,10 @@ func (o *Options) Validate() error {
 	if o.Concurrency < 1 {
 		return fmt.Errorf("--mailguncluster-concurrency must be at least 1, got %d", o.Concurrency)
 	}
-	if o.MailgunTimeout <= 0 || o.SettleTime <= 0 || o.RecheckInterval <= 0 {
-		return fmt.Errorf("--mailgun-timeout, --send-settle-time and --mailgun-recheck-interval must be positive")
+	if o.MailgunTimeout <= 0 || o.SettleTime <= 0 || o.RecheckInterval <= 0 ||
+		o.DeliveryPollInterval <= 0 || o.DeliveryTrackingTimeout <= 0 || o.CredentialsCheckInterval <= 0 {
+		return fmt.Errorf("--mailgun-timeout, --send-settle-time, --mailgun-recheck-interval, --delivery-poll-interval, " +
+			"--delivery-tracking-timeout and --credentials-check-interval must be positive")
 	}
 	return nil
 }
@@ -287,6 +305,7 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 	if err := m.Register(registry); err != nil {
 		return nil, err
 	}
+	creds := &credentials{timeout: o.MailgunTimeout, ttl: o.CredentialsCheckInterval, log: mgr.GetLogger().WithName("mailgun-credentials")}
 	reconciler := &controllers.MailgunClusterReconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("mailguncluster-controller"),
@@ -301,6 +320,10 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 		WatchFilterValue: o.WatchFilterValue,
 		SettleTime:       o.SettleTime,
 		RecheckInterval:  o.RecheckInterval,
+
+		Credentials:             creds,
+		DeliveryPollInterval:    o.DeliveryPollInterval,
+		DeliveryTrackingTimeout: o.DeliveryTrackingTimeout,
 	}
 	if err := reconciler.SetupWithManager(ctx, mgr, controller.Options{
 		MaxConcurrentReconciles: o.Concurrency,
@@ -315,7 +338,7 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding readiness check: %w", err)
 	}
-	if err := mgr.AddReadyzCheck(ConfigCheckName, configCheck(mgr, source)); err != nil {
+	if err := mgr.AddReadyzCheck(ConfigCheckName, configCheck(mgr, source, creds)); err != nil {
 		return nil, fmt.Errorf("adding readiness check: %w", err)
 	}
 	return mgr, nil
@@ -324,12 +347,12 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 // configCheck reports whether the Mailgun settings are usable, and logs
 // exactly what is missing whenever that changes: the readiness endpoint
 // itself withholds the reason.
-func configCheck(mgr ctrl.Manager, source *config.Source) healthz.Checker {
+func configCheck(mgr ctrl.Manager, source *config.Source, creds *credentials) healthz.Checker {
 	log := mgr.GetLogger().WithName("mailgun-config")
 	var mu sync.Mutex
 	last := "unset"
 	return func(req *http.Request) error {
-		err := checkConfig(req.Context(), source)
+		err := checkConfig(req.Context(), source, creds)
 		state := "ok"
 		if err != nil {
 			state = err.Error()
@@ -348,10 +371,13 @@ func configCheck(mgr ctrl.Manager, source *config.Source) healthz.Checker {
 	}
 }
 
-func checkConfig(ctx context.Context, source *config.Source) error {
+func checkConfig(ctx context.Context, source *config.Source, creds *credentials) error {
 	settings, err := source.Load(ctx)
 	if err != nil {
 		return err
 	}
-	return source.Check(settings)
+	if err := source.Check(settings); err != nil {
+		return err
+	}
+	return creds.Verify(ctx, settings)
 }

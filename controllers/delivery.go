@@ -1,0 +1,115 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
+)
+
+// deliveryOutcomes maps a final delivery state to the EmailDelivered
+// condition, the event type and the metric label.
+var deliveryOutcomes = map[mailer.DeliveryState]struct {
+	status    metav1.ConditionStatus
+	reason    string
+	eventType string
+	metric    string
+}{
+	mailer.Delivered:          {metav1.ConditionTrue, infrav1.DeliveredReason, corev1.EventTypeNormal, "delivered"},
+	mailer.DeliveryComplained: {metav1.ConditionTrue, infrav1.ComplainedReason, corev1.EventTypeWarning, "complained"},
+	mailer.DeliveryFailed:     {metav1.ConditionFalse, infrav1.DeliveryFailedReason, corev1.EventTypeWarning, "failed"},
+	mailer.DeliveryRejected:   {metav1.ConditionFalse, infrav1.DeliveryRejectedReason, corev1.EventTypeWarning, "rejected"},
+}
+
+// trackDelivery follows an accepted email through Mailgun's events until it
+// is delivered, bounces or is rejected, polling less often as the email
+// ages, for at most DeliveryTrackingTimeout. Tracking is best-effort: a
+// failed look is retried later and never affects EmailSent or Ready.
+func (r *MailgunClusterReconciler) trackDelivery(ctx context.Context, mc *infrav1.MailgunCluster, id string) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	current := conditions.Get(mc, infrav1.EmailDeliveredCondition)
+	if current != nil && deliveryFinal(current.Reason) {
+		return ctrl.Result{}, nil
+	}
+	if current == nil {
+		setDeliveryPending(mc, id)
+	}
+
+	acceptedAt := r.now()
+	if sent := conditions.Get(mc, infrav1.EmailSentCondition); sent != nil && sent.Status == metav1.ConditionTrue && !sent.LastTransitionTime.IsZero() {
+		acceptedAt = sent.LastTransitionTime.Time
+	}
+	age := r.now().Sub(acceptedAt)
+	if age > r.DeliveryTrackingTimeout {
+		conditions.Set(mc, metav1.Condition{
+			Type: infrav1.EmailDeliveredCondition, Status: metav1.ConditionUnknown, Reason: infrav1.DeliveryTrackingExpiredReason,
+			Message: fmt.Sprintf("no delivery outcome for %s within %s of its acceptance; check Mailgun's logs", id, r.DeliveryTrackingTimeout),
+		})
+		r.Metrics.Deliveries.WithLabelValues("expired").Inc()
+		return ctrl.Result{}, nil
+	}
+	next := min(max(age/4, r.DeliveryPollInterval), 40*r.DeliveryPollInterval)
+
+	settings, err := r.Config.Load(ctx)
+	if err != nil || r.Config.Check(settings) != nil {
+		// Without settings we cannot look; the configuration watch or the
+		// next poll will.
+		return ctrl.Result{RequeueAfter: next}, nil
+	}
+	d, err := r.NewMailer(settings).Delivery(ctx, id)
+	if err != nil {
+		log.Info("Could not read the delivery of the request email; will look again", "messageID", id, "error", err.Error(), "after", next)
+		return ctrl.Result{RequeueAfter: next}, nil
+	}
+
+	if outcome, final := deliveryOutcomes[d.State]; final {
+		msg := fmt.Sprintf("%s at %s", d.State, d.At.Format(time.RFC3339))
+		if d.Detail != "" {
+			msg += ": " + d.Detail
+		}
+		conditions.Set(mc, metav1.Condition{Type: infrav1.EmailDeliveredCondition, Status: outcome.status, Reason: outcome.reason, Message: msg})
+		r.Metrics.Deliveries.WithLabelValues(outcome.metric).Inc()
+		r.Recorder.Eventf(mc, nil, outcome.eventType, outcome.reason, "TrackDelivery", "request email %s: %s", id, msg)
+		log.Info("Delivery outcome of the request email", "messageID", id, "state", d.State, "detail", d.Detail)
+		return ctrl.Result{}, nil
+	}
+	if d.State == mailer.DeliveryRetrying {
+		conditions.Set(mc, metav1.Condition{
+			Type: infrav1.EmailDeliveredCondition, Status: metav1.ConditionUnknown, Reason: infrav1.DeliveryRetryingReason,
+			Message: fmt.Sprintf("a delivery attempt failed temporarily at %s and Mailgun retries: %s", d.At.Format(time.RFC3339), d.Detail),
+		})
+	}
+	return ctrl.Result{RequeueAfter: next}, nil
+}
+
+func deliveryFinal(reason string) bool {
+	switch reason {
+	case infrav1.DeliveredReason, infrav1.ComplainedReason, infrav1.DeliveryFailedReason,
+		infrav1.DeliveryRejectedReason, infrav1.DeliveryTrackingExpiredReason:
+		return true
+	}
+	return false
+}
