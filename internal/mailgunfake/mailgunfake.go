@@ -115,6 +115,7 @@ type Server struct {
 	messages             []Message
 	events               map[string][]Event // by message ID without brackets
 	domainState          string
+	sendLatency          time.Duration
 	sendRequests         int
 	eventRequests        int
 	hang                 chan struct{}
@@ -171,6 +172,13 @@ func (s *Server) AuthorizeRecipients(recipients ...string) {
 	for _, r := range recipients {
 		s.authorizedRecipients[strings.ToLower(r)] = true
 	}
+}
+
+// SetSendLatency makes every send take at least d, like the real API.
+func (s *Server) SetSendLatency(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sendLatency = d
 }
 
 // FailSends queues faults for the next send requests, one per request.
@@ -326,6 +334,12 @@ func (s *Server) hangUp(r *http.Request) {
 }
 
 func (s *Server) serveSend(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	latency := s.sendLatency
+	s.mu.Unlock()
+	if latency > 0 {
+		time.Sleep(latency)
+	}
 	fault := s.nextFault("messages")
 	if fault != nil && s.answerFault(w, r, fault) {
 		return

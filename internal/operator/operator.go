@@ -86,6 +86,9 @@ type Options struct {
 	LeaderElect             bool
 	LeaderElectionID        string
 	LeaderElectionNamespace string
+	LeaseDuration           time.Duration
+	RenewDeadline           time.Duration
+	RetryPeriod             time.Duration
 
 	// WatchNamespace restricts the MailgunClusters (and Clusters) watched.
 	WatchNamespace string
@@ -134,6 +137,9 @@ func DefaultOptions() Options {
 		SecureMetrics:          true,
 		HealthProbeBindAddress: ":8081",
 		LeaderElectionID:       "capmg-controller-manager.infrastructure.cluster.x-k8s.io",
+		LeaseDuration:          15 * time.Second,
+		RenewDeadline:          10 * time.Second,
+		RetryPeriod:            2 * time.Second,
 		Concurrency:            10,
 		WatchNamespace:         os.Getenv(EnvWatchNamespace),
 		ConfigNamespace:        ownNamespace(),
@@ -162,6 +168,12 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader election Lease.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace,
 		"Namespace of the leader election Lease; defaults to the operator's namespace.")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration,
+		"How long non-leaders wait before taking over an unrenewed leadership.")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline,
+		"How long the leader retries renewing before giving up leadership.")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod,
+		"How long to wait between leader election attempts.")
 	fs.StringVar(&o.WatchNamespace, "namespace", o.WatchNamespace,
 		"Only watch MailgunClusters and Clusters in this namespace; empty watches all namespaces.")
 	fs.StringVar(&o.WatchFilterValue, "watch-filter", o.WatchFilterValue,
@@ -271,6 +283,9 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 		LeaderElectionID:              o.LeaderElectionID,
 		LeaderElectionNamespace:       leaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &o.LeaseDuration,
+		RenewDeadline:                 &o.RenewDeadline,
+		RetryPeriod:                   &o.RetryPeriod,
 		WebhookServer:                 webhook.NewServer(webhook.Options{}),
 	}
 	if o.Logger != nil {

@@ -54,6 +54,7 @@ import (
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailgunfake"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/proc"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/testenv"
 )
 
@@ -84,7 +85,7 @@ type suite struct {
 	env     *testenv.Env
 	c       client.Client
 	logDir  string
-	procs   []*proc
+	procs   []*proc.Proc
 	kubelet *kubelet
 	fake    *mailgunfake.Server
 	opm     string
@@ -134,9 +135,9 @@ func TestInstallFromOLMCatalog(t *testing.T) {
 	// OLM's two operators, out-of-cluster.
 	olmEnv := []string{"KUBECONFIG=" + kubeconfig, "HOME=" + s.logDir, "PATH=" + os.Getenv("PATH")}
 	s.procs = append(s.procs,
-		startProc(t, s.logDir, "olm", binary(t, "OLM_OPERATOR"),
+		proc.Start(t, s.logDir, "olm", binary(t, "OLM_OPERATOR"),
 			[]string{"--namespace=" + olmNS, "--writeStatusName=", "--writePackageServerStatusName="}, olmEnv),
-		startProc(t, s.logDir, "catalog", binary(t, "OLM_CATALOG_OPERATOR"),
+		proc.Start(t, s.logDir, "catalog", binary(t, "OLM_CATALOG_OPERATOR"),
 			[]string{"--namespace=" + olmNS, "--writeStatusName=", "--configmapServerImage=unused", "--opmImage=unused", "--util-image=unused"}, olmEnv))
 
 	// The catalog, served by opm on loopback.
@@ -506,7 +507,7 @@ func (s *suite) dump() string {
 		}
 	}
 	for _, p := range s.procs {
-		fmt.Fprintf(&b, "--- %s log (last 25 lines) ---\n%s\n", p.name, p.tail(25))
+		fmt.Fprintf(&b, "--- %s log (last 25 lines) ---\n%s\n", p.Name, p.Tail(25))
 	}
 	if s.kubelet != nil {
 		logs := s.kubelet.managerLogs()
@@ -612,10 +613,10 @@ func (s *suite) renderCatalog(name string, bundles []bundleRef) string {
 
 // serveCatalog serves a catalog directory with `opm serve` on loopback.
 func (s *suite) serveCatalog(name, dir string) string {
-	addr := freeAddr(s.t)
+	addr := proc.FreeAddr(s.t)
 	_, port, _ := strings.Cut(addr, ":")
-	pprof := freeAddr(s.t)
-	p := startProc(s.t, s.logDir, name, s.opm, []string{"serve", dir, "--port=" + port, "--pprof-addr=" + pprof}, []string{"HOME=" + s.logDir})
+	pprof := proc.FreeAddr(s.t)
+	p := proc.Start(s.t, s.logDir, name, s.opm, []string{"serve", dir, "--port=" + port, "--pprof-addr=" + pprof}, []string{"HOME=" + s.logDir})
 	s.procs = append(s.procs, p)
 	waitForPort(s.ctx, s.t, addr, p)
 	return addr

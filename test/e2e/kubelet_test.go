@@ -41,6 +41,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/proc"
 )
 
 // kubelet plays the kubelet for one Deployment: no pods run on the test
@@ -65,7 +67,7 @@ type kubelet struct {
 
 	mu         sync.Mutex
 	kubeconfig string
-	proc       *proc
+	proc       *proc.Proc
 	generation int64
 	healthAddr string
 	probePath  string
@@ -86,7 +88,7 @@ func (k *kubelet) run(ctx context.Context) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.proc != nil {
-		k.proc.stop()
+		k.proc.Stop()
 	}
 }
 
@@ -100,9 +102,9 @@ func (k *kubelet) sync(ctx context.Context) error {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if dep.Generation != k.generation || (k.proc != nil && k.proc.exited()) {
+	if dep.Generation != k.generation || (k.proc != nil && k.proc.Exited()) {
 		if k.proc != nil {
-			k.proc.stop()
+			k.proc.Stop()
 		}
 		if err := k.start(ctx, dep); err != nil {
 			return fmt.Errorf("starting manager for generation %d: %w", dep.Generation, err)
@@ -142,8 +144,8 @@ func (k *kubelet) start(ctx context.Context, dep *appsv1.Deployment) error {
 	k.kubeconfig = kubeconfig
 	env = append(env, "KUBECONFIG="+kubeconfig, "HOME="+k.logDir, "PATH="+os.Getenv("PATH"))
 
-	k.healthAddr = freeAddr(k.t)
-	metricsAddr := freeAddr(k.t)
+	k.healthAddr = proc.FreeAddr(k.t)
+	metricsAddr := proc.FreeAddr(k.t)
 	var args []string
 	for _, a := range container.Args {
 		switch {
@@ -159,7 +161,7 @@ func (k *kubelet) start(ctx context.Context, dep *appsv1.Deployment) error {
 		k.probePath = p.HTTPGet.Path
 	}
 	k.starts++
-	k.proc = startProc(k.t, k.logDir, fmt.Sprintf("manager-%d", k.starts), k.managerBin, args, env)
+	k.proc = proc.Start(k.t, k.logDir, fmt.Sprintf("manager-%d", k.starts), k.managerBin, args, env)
 	return nil
 }
 

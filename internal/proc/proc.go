@@ -1,5 +1,3 @@
-//go:build e2e
-
 /*
 Copyright 2026 The cluster-api-provider-mailgun Authors.
 
@@ -16,11 +14,11 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package e2e
+// Package proc runs the processes of the heavier test suites (OLM, the
+// manager binary, opm) and stops them by process group when the test ends.
+package proc
 
 import (
-	"context"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -32,17 +30,17 @@ import (
 	"time"
 )
 
-// proc is a process the test started; it is stopped by PID at the end.
-type proc struct {
-	name    string
-	cmd     *exec.Cmd
+// Proc is a process the test started; it is stopped by PID at the end.
+type Proc struct {
+	Name    string
+	Cmd     *exec.Cmd
 	logPath string
 	done    chan struct{}
 	stopped sync.Once
 }
 
-// startProc starts bin with args and env, logging to logDir/name.log.
-func startProc(t *testing.T, logDir, name, bin string, args, env []string) *proc {
+// Start starts bin with args and env, logging to logDir/name.log.
+func Start(t *testing.T, logDir, name, bin string, args, env []string) *Proc {
 	t.Helper()
 	logPath := filepath.Join(logDir, name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -58,21 +56,21 @@ func startProc(t *testing.T, logDir, name, bin string, args, env []string) *proc
 		_ = logFile.Close()
 		t.Fatalf("starting %s: %v", name, err)
 	}
-	p := &proc{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	p := &Proc{Name: name, Cmd: cmd, logPath: logPath, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		_ = logFile.Close()
 		close(p.done)
 	}()
 	t.Logf("started %s (pid %d), log %s", name, cmd.Process.Pid, logPath)
-	t.Cleanup(p.stop)
+	t.Cleanup(p.Stop)
 	return p
 }
 
-// stop sends SIGTERM to the process group, then SIGKILL after 10s.
-func (p *proc) stop() {
+// Stop sends SIGTERM to the process group, then SIGKILL after 10s.
+func (p *Proc) Stop() {
 	p.stopped.Do(func() {
-		pgid := -p.cmd.Process.Pid
+		pgid := -p.Cmd.Process.Pid
 		_ = syscall.Kill(pgid, syscall.SIGTERM)
 		select {
 		case <-p.done:
@@ -83,7 +81,7 @@ func (p *proc) stop() {
 	})
 }
 
-func (p *proc) exited() bool {
+func (p *Proc) Exited() bool {
 	select {
 	case <-p.done:
 		return true
@@ -92,8 +90,8 @@ func (p *proc) exited() bool {
 	}
 }
 
-// tail returns the last n lines of the process's log.
-func (p *proc) tail(n int) string {
+// Tail returns the last n lines of the process's log.
+func (p *Proc) Tail(n int) string {
 	b, err := os.ReadFile(p.logPath)
 	if err != nil {
 		return err.Error()
@@ -105,7 +103,8 @@ func (p *proc) tail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-func freeAddr(t *testing.T) string {
+// FreeAddr returns a free loopback address.
+func FreeAddr(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -113,42 +112,4 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
-}
-
-// waitFor polls cond every 500ms until it holds, failing the test with
-// what and the last state (and the dump) after timeout.
-func waitFor(ctx context.Context, t *testing.T, timeout time.Duration, what string, dump func() string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			msg := fmt.Sprintf("timed out after %v waiting for %s; last state: %s", timeout, what, last)
-			if dump != nil {
-				msg += "\n" + dump()
-			}
-			t.Fatal(msg)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
-
-func waitForPort(ctx context.Context, t *testing.T, addr string, p *proc) {
-	t.Helper()
-	waitFor(ctx, t, 60*time.Second, p.name+" to listen on "+addr, func() string { return p.tail(30) }, func() (bool, string) {
-		if p.exited() {
-			t.Fatalf("%s exited:\n%s", p.name, p.tail(40))
-		}
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err != nil {
-			return false, err.Error()
-		}
-		_ = c.Close()
-		return true, ""
-	})
 }

@@ -1,0 +1,67 @@
+//go:build e2e
+
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/proc"
+)
+
+// waitFor polls cond every 500ms until it holds, failing the test with
+// what and the last state (and the dump) after timeout.
+func waitFor(ctx context.Context, t *testing.T, timeout time.Duration, what string, dump func() string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			msg := fmt.Sprintf("timed out after %v waiting for %s; last state: %s", timeout, what, last)
+			if dump != nil {
+				msg += "\n" + dump()
+			}
+			t.Fatal(msg)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func waitForPort(ctx context.Context, t *testing.T, addr string, p *proc.Proc) {
+	t.Helper()
+	waitFor(ctx, t, 60*time.Second, p.Name+" to listen on "+addr, func() string { return p.Tail(30) }, func() (bool, string) {
+		if p.Exited() {
+			t.Fatalf("%s exited:\n%s", p.Name, p.Tail(40))
+		}
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return false, err.Error()
+		}
+		_ = c.Close()
+		return true, ""
+	})
+}
