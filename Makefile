@@ -90,6 +90,13 @@ e2e: controlplane $(OPM) $(OLM_OPERATOR) $(OLM_CATALOG_OPERATOR) ## Install from
 	E2E_LOG_DIR=$(LOCALBIN)/e2e-logs \
 	go test -tags e2e ./test/e2e/ -count=1 -v -timeout 25m
 
+.PHONY: test-faults
+test-faults: controlplane ## 300 MailgunClusters through crashes, a flaky Mailgun and apiserver: exactly one email each (logs in bin/faults-logs).
+	go build -o $(LOCALBIN)/manager .
+	rm -rf $(LOCALBIN)/faults-logs
+	KUBEBUILDER_ASSETS="$$(hack/build-controlplane.sh)" MANAGER=$(LOCALBIN)/manager FAULTS_LOG_DIR=$(LOCALBIN)/faults-logs \
+	go test -tags faults ./test/faults/ -count=1 -v -timeout 15m
+
 .PHONY: demo
 demo: controlplane ## Run the provider end to end on this machine and print the email it sends.
 	KUBEBUILDER_ASSETS="$$(hack/build-controlplane.sh)" go run ./hack/demo $(DEMO_ARGS)

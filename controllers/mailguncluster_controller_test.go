@@ -29,6 +29,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -512,9 +513,39 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			}
 		})
 	}
+	wrongTypes := []struct {
+		name  string
+		spec  map[string]any
+		field string
+	}{
+		{"port as a string", map[string]any{"priority": "Urgent", "request": "x", "requester": "a@example.com",
+			"controlPlaneEndpoint": map[string]any{"host": "h", "port": "6443"}}, "spec.controlPlaneEndpoint.port"},
+		{"priority as a number", map[string]any{"priority": 1, "request": "x", "requester": "a@example.com"}, "spec.priority"},
+		{"request as a list", map[string]any{"priority": "Urgent", "request": []any{"x"}, "requester": "a@example.com"}, "spec.request"},
+		{"no spec", nil, "spec"},
+	}
+	for i, tt := range wrongTypes {
+		t.Run(tt.name, func(t *testing.T) {
+			u := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": infrav1.GroupVersion.String(), "kind": "MailgunCluster",
+				"metadata": map[string]any{"name": fmt.Sprintf("typed-%d", i), "namespace": h.ns},
+			}}
+			if tt.spec != nil {
+				u.Object["spec"] = tt.spec
+			}
+			err := h.c.Create(h.ctx, u)
+			if err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tt.field) {
+				t.Errorf("err = %v, want an Invalid error naming %s", err, tt.field)
+			}
+		})
+	}
 	if n := len(h.fake.Messages()); n != 0 {
 		t.Errorf("%d emails sent for invalid or unowned objects", n)
 	}
+
+	// The operator is unaffected: a valid, owned object still gets its email.
+	h.createOwned("valid-after-invalid")
+	h.waitForAccepted("valid-after-invalid", 20*time.Second)
 }
 
 func createSecret(h *harness, key string) {

@@ -1,5 +1,3 @@
-//go:build faults
-
 /*
 Copyright 2026 The cluster-api-provider-mailgun Authors.
 
@@ -16,9 +14,15 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package faults
+// Package apiproxy is a loopback reverse proxy in front of kube-apiserver for
+// the fault and load suites. It authenticates to the apiserver on the
+// clients' behalf, counts the writes to MailgunClusters, and can fail a
+// share of them: some refused before reaching the apiserver, some applied
+// and then answered with an error, like a response lost on the way back.
+package apiproxy
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -27,41 +31,47 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"testing"
 
 	"k8s.io/client-go/rest"
 )
 
-// apiProxy is a loopback reverse proxy in front of kube-apiserver that fails
-// a share of the writes to MailgunClusters (metadata and status): some are
-// refused before reaching the apiserver, some are applied and then answered
-// with an error, like a response lost on the way back.
-type apiProxy struct {
-	target  *url.URL
-	proxy   *httputil.ReverseProxy
-	srv     *http.Server
-	addr    string
-	enabled atomic.Bool
-
-	mu       sync.Mutex
-	rng      *rand.Rand
-	failRate float64 // share of writes that fail
-	lostRate float64 // share of writes applied, then failed
-
-	Refused, Lost, Writes atomic.Int64
+// Options configure the injected failures.
+type Options struct {
+	// Seed makes the failures reproducible.
+	Seed uint64
+	// FailRate is the share of MailgunCluster writes that fail.
+	FailRate float64
+	// LostRate is the share of writes applied but answered with an error;
+	// it is part of FailRate.
+	LostRate float64
 }
 
-func startAPIProxy(t *testing.T, cfg *rest.Config, seed uint64, failRate, lostRate float64) *apiProxy {
-	t.Helper()
+// Proxy is a running proxy.
+type Proxy struct {
+	proxy *httputil.ReverseProxy
+	srv   *http.Server
+	addr  string
+	opts  Options
+
+	mu  sync.Mutex
+	rng *rand.Rand
+
+	// Writes counts PATCH/PUT requests to MailgunClusters (metadata and
+	// status); Refused and Lost the injected failures among them.
+	Writes, Refused, Lost atomic.Int64
+}
+
+// Start starts a proxy in front of the apiserver of cfg.
+func Start(cfg *rest.Config, opts Options) (*Proxy, error) {
 	target, err := url.Parse(cfg.Host)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	transport, err := rest.TransportFor(cfg)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	p := &apiProxy{target: target, rng: rand.New(rand.NewPCG(seed, seed+1)), failRate: failRate, lostRate: lostRate}
+	p := &Proxy{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed+1))}
 	p.proxy = &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
@@ -72,36 +82,43 @@ func startAPIProxy(t *testing.T, cfg *rest.Config, seed uint64, failRate, lostRa
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return nil, fmt.Errorf("listening: %w", err)
 	}
 	p.addr = l.Addr().String()
 	p.srv = &http.Server{Handler: p}
 	go func() { _ = p.srv.Serve(l) }()
-	t.Cleanup(func() { _ = p.srv.Close() })
-	p.enabled.Store(true)
-	return p
+	return p, nil
 }
 
-// Config is a rest.Config reaching the apiserver through the proxy, which
-// authenticates on the client's behalf.
-func (p *apiProxy) Config() *rest.Config {
-	return &rest.Config{Host: "http://" + p.addr, QPS: 200, Burst: 400}
+// Close stops the proxy.
+func (p *Proxy) Close() { _ = p.srv.Close() }
+
+// Host is the URL clients use: plain HTTP on loopback, no credentials.
+func (p *Proxy) Host() string { return "http://" + p.addr }
+
+// Config is a rest.Config reaching the apiserver through the proxy.
+func (p *Proxy) Config() *rest.Config {
+	return &rest.Config{Host: p.Host(), QPS: 200, Burst: 400}
 }
 
-func (p *apiProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !p.enabled.Load() || !isMailgunClusterWrite(r) {
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !isMailgunClusterWrite(r) {
 		p.proxy.ServeHTTP(w, r)
 		return
 	}
 	p.Writes.Add(1)
+	if p.opts.FailRate == 0 {
+		p.proxy.ServeHTTP(w, r)
+		return
+	}
 	p.mu.Lock()
 	x := p.rng.Float64()
 	p.mu.Unlock()
 	switch {
-	case x < p.failRate-p.lostRate:
+	case x < p.opts.FailRate-p.opts.LostRate:
 		p.Refused.Add(1)
 		injectedError(w)
-	case x < p.failRate:
+	case x < p.opts.FailRate:
 		p.Lost.Add(1)
 		p.proxy.ServeHTTP(discardWriter{header: http.Header{}}, r)
 		injectedError(w)

@@ -1,0 +1,372 @@
+//go:build faults
+
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package faults runs the manager binary through crashes, a flaky Mailgun
+// and a flaky apiserver, and checks that every MailgunCluster still gets
+// exactly one email. Run it with `make test-faults`.
+package faults
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/apiproxy"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailgunfake"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/proc"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/testenv"
+)
+
+const (
+	domain    = "mg.faults.example.com"
+	apiKey    = "key-faults-7c1e0d9b3a5f-never-log-me"
+	recipient = "requests@example.com"
+)
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// replica is one manager process of the two that share leader election,
+// restarted after every kill.
+type replica struct {
+	name        string
+	args        []string
+	env         []string
+	logDir      string
+	metricsAddr string
+
+	mu       sync.Mutex
+	p        *proc.Proc
+	restarts int
+}
+
+func (r *replica) start(t *testing.T, bin string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.restarts++
+	r.p = proc.Start(t, r.logDir, fmt.Sprintf("%s-%d", r.name, r.restarts), bin, r.args, r.env)
+}
+
+func (r *replica) kill() {
+	r.mu.Lock()
+	p := r.p
+	r.mu.Unlock()
+	_ = p.Cmd.Process.Kill() // SIGKILL
+	for i := 0; i < 100 && !p.Exited(); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestExactlyOneEmailUnderFaults(t *testing.T) {
+	n := envInt("FAULTS_OBJECTS", 300)
+	seed := uint64(envInt("FAULTS_SEED", int(time.Now().UnixNano()%1e9)))
+	t.Logf("objects=%d seed=%d (set FAULTS_SEED to reproduce)", n, seed)
+	bin := os.Getenv("MANAGER")
+	if bin == "" {
+		t.Fatal("MANAGER is not set; run through `make test-faults`")
+	}
+	logDir := os.Getenv("FAULTS_LOG_DIR")
+	if logDir == "" {
+		logDir = t.TempDir()
+	}
+	_ = os.MkdirAll(logDir, 0o755)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	c := env.Client
+	ns := "faults"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Mailgun fails 30% of sends: 5xx, 429, hangs past the client timeout,
+	// and accepted messages whose reply is lost. Event lookups fail 10%.
+	fake := mailgunfake.Start(domain, apiKey)
+	t.Cleanup(fake.Close)
+	var rngMu sync.Mutex
+	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	fake.SetFaultFunc(func(endpoint string) *mailgunfake.Fault {
+		rngMu.Lock()
+		x := rng.Float64()
+		rngMu.Unlock()
+		if endpoint == "events" {
+			if x < 0.10 {
+				f := mailgunfake.StatusFault(503, "events unavailable")
+				return &f
+			}
+			return nil
+		}
+		switch {
+		case x < 0.10:
+			f := mailgunfake.StatusFault(503, "service unavailable")
+			return &f
+		case x < 0.17:
+			return &mailgunfake.Fault{Kind: mailgunfake.Status, Status: 429, Body: `{"message":"rate limited"}`,
+				Header: http.Header{"Retry-After": {"1"}}}
+		case x < 0.22:
+			return &mailgunfake.Fault{Kind: mailgunfake.Hang}
+		case x < 0.30:
+			return &mailgunfake.Fault{Kind: mailgunfake.AcceptAndDropReply}
+		}
+		return nil
+	})
+
+	// 30% of the operator's writes to MailgunClusters fail; a third of those
+	// are applied by the apiserver and only the answer is lost.
+	proxy, err := apiproxy.Start(env.Config, apiproxy.Options{Seed: seed, FailRate: 0.30, LostRate: 0.10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	kubeconfig := writeKubeconfig(t, logDir, proxy.Host())
+
+	var replicas []*replica
+	for i := range 2 {
+		r := &replica{
+			name: fmt.Sprintf("replica%d", i), logDir: logDir, metricsAddr: proc.FreeAddr(t),
+			args: []string{
+				"--leader-elect", "--leader-election-id=capmg-faults", "--leader-election-namespace=" + ns,
+				"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms",
+				"--namespace=" + ns, "--config-namespace=",
+				"--mailguncluster-concurrency=10",
+				"--mailgun-timeout=1s", "--send-settle-time=2s", "--mailgun-recheck-interval=1s",
+				"--delivery-poll-interval=30s", "--health-probe-bind-address=0",
+				"--zap-log-level=debug",
+			},
+			env: []string{
+				"KUBECONFIG=" + kubeconfig, "HOME=" + logDir,
+				config.EnvDomain + "=" + domain, config.EnvAPIKey + "=" + apiKey,
+				config.EnvRecipient + "=" + recipient, config.EnvAPIBase + "=" + fake.APIBase(),
+			},
+		}
+		r.args = append(r.args, "--metrics-secure=false", "--metrics-bind-address="+r.metricsAddr)
+		r.start(t, bin)
+		replicas = append(replicas, r)
+	}
+
+	// Create the objects while the chaos runs.
+	chaosCtx, stopChaos := context.WithTimeout(ctx, 60*time.Second)
+	defer stopChaos()
+	kills := make(chan int, 1)
+	go func() {
+		killed := 0
+		defer func() { kills <- killed }()
+		for chaosCtx.Err() == nil {
+			rngMu.Lock()
+			wait := time.Duration(2000+rng.IntN(4000)) * time.Millisecond
+			victim := replicas[rng.IntN(len(replicas))]
+			rngMu.Unlock()
+			select {
+			case <-chaosCtx.Done():
+				return
+			case <-time.After(wait):
+			}
+			victim.kill()
+			killed++
+			victim.start(t, bin)
+		}
+	}()
+	for i := range n {
+		name := fmt.Sprintf("mc-%03d", i)
+		cluster := &clusterv1.Cluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: "MailgunCluster", Name: name,
+			}},
+		}
+		if err := c.Create(ctx, cluster); err != nil {
+			t.Fatal(err)
+		}
+		mc := &infrav1.MailgunCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: name, UID: cluster.UID,
+			}}},
+			Spec: infrav1.MailgunClusterSpec{Priority: infrav1.PriorityUrgent, Request: "cluster " + name, Requester: "ops@example.com"},
+		}
+		if err := c.Create(ctx, mc); err != nil {
+			t.Fatal(err)
+		}
+		if i%50 == 0 {
+			time.Sleep(500 * time.Millisecond) // spread creations across the chaos window
+		}
+	}
+	<-chaosCtx.Done()
+	t.Logf("chaos over: %d manager kills; apiserver writes %d (refused %d, applied-then-failed %d); Mailgun sends %d",
+		<-kills, proxy.Writes.Load(), proxy.Refused.Load(), proxy.Lost.Load(), sendCount(fake))
+
+	// Faults keep going; every object must converge.
+	deadline := time.Now().Add(6 * time.Minute)
+	var pending []string
+	for time.Now().Before(deadline) {
+		pending = notConverged(ctx, t, c, ns)
+		if len(pending) == 0 {
+			break
+		}
+		time.Sleep(2 * time.Second)
+	}
+	if len(pending) > 0 {
+		t.Errorf("%d objects did not converge; first ones:\n%s", len(pending), strings.Join(pending[:min(10, len(pending))], "\n"))
+	}
+
+	// Exactly one accepted email per object, and it is the one recorded.
+	perObject := map[string][]string{}
+	for _, m := range fake.Messages() {
+		perObject[m.Variables["mailguncluster"]] = append(perObject[m.Variables["mailguncluster"]], m.ID)
+	}
+	list := &infrav1.MailgunClusterList{}
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	duplicates, lost := 0, 0
+	for _, mc := range list.Items {
+		ids := perObject[ns+"/"+mc.Name]
+		switch {
+		case len(ids) == 0:
+			lost++
+			t.Errorf("%s: no email", mc.Name)
+		case len(ids) > 1:
+			duplicates++
+			t.Errorf("%s: %d emails: %v", mc.Name, len(ids), ids)
+		case mc.Status.MessageID != ids[0] || mc.Annotations[infrav1.AcceptedMessageIDAnnotation] != ids[0]:
+			t.Errorf("%s: recorded status %q / annotation %q, sent %q", mc.Name, mc.Status.MessageID, mc.Annotations[infrav1.AcceptedMessageIDAnnotation], ids[0])
+		}
+	}
+	t.Logf("%d objects: %d duplicates, %d lost; %d emails accepted in total", len(list.Items), duplicates, lost, len(fake.Messages()))
+	if len(list.Items) != n {
+		t.Errorf("%d MailgunClusters, want %d", len(list.Items), n)
+	}
+
+	// The API key appears nowhere: logs, events, status, metrics.
+	checkKeyNowhere(ctx, t, c, ns, logDir, replicas, list)
+}
+
+func sendCount(f *mailgunfake.Server) int {
+	sends, _ := f.Requests()
+	return sends
+}
+
+func notConverged(ctx context.Context, t *testing.T, c client.Client, ns string) []string {
+	list := &infrav1.MailgunClusterList{}
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, mc := range list.Items {
+		if conditions.IsTrue(&mc, infrav1.ReadyCondition) && mc.Status.MessageID != "" &&
+			mc.Annotations[infrav1.AcceptedMessageIDAnnotation] == mc.Status.MessageID {
+			continue
+		}
+		c := conditions.Get(&mc, infrav1.EmailSentCondition)
+		state := "no EmailSent condition"
+		if c != nil {
+			state = fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
+		}
+		out = append(out, mc.Name+": "+state)
+	}
+	return out
+}
+
+func checkKeyNowhere(ctx context.Context, t *testing.T, c client.Client, ns, logDir string, replicas []*replica, list *infrav1.MailgunClusterList) {
+	files, _ := filepath.Glob(filepath.Join(logDir, "replica*.log"))
+	if len(files) == 0 {
+		t.Errorf("no manager logs to check")
+	}
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		if strings.Contains(string(b), apiKey) {
+			t.Errorf("the API key appears in %s", f)
+		}
+	}
+	events := &eventsv1.EventList{}
+	if err := c.List(ctx, events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if strings.Contains(e.Note, apiKey) {
+			t.Errorf("the API key appears in event %s", e.Name)
+		}
+	}
+	for _, mc := range list.Items {
+		for _, cond := range mc.Status.Conditions {
+			if strings.Contains(cond.Message, apiKey) {
+				t.Errorf("the API key appears in a condition of %s", mc.Name)
+			}
+		}
+	}
+	scraped := 0
+	for _, r := range replicas {
+		resp, err := http.Get("http://" + r.metricsAddr + "/metrics")
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		scraped++
+		if strings.Contains(string(b), apiKey) {
+			t.Errorf("the API key appears in the metrics of %s", r.name)
+		}
+		if !strings.Contains(string(b), "capmg_emails_sent_total") {
+			t.Errorf("metrics of %s lack capmg_emails_sent_total", r.name)
+		}
+	}
+	if scraped == 0 {
+		t.Errorf("no replica's metrics could be scraped")
+	}
+}
+
+func writeKubeconfig(t *testing.T, dir, host string) string {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["faults"] = &clientcmdapi.Cluster{Server: host}
+	cfg.AuthInfos["proxy"] = &clientcmdapi.AuthInfo{}
+	cfg.Contexts["faults"] = &clientcmdapi.Context{Cluster: "faults", AuthInfo: "proxy"}
+	cfg.CurrentContext = "faults"
+	path := filepath.Join(dir, "proxy.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
