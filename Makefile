@@ -97,6 +97,12 @@ test-faults: controlplane ## 300 MailgunClusters through crashes, a flaky Mailgu
 	KUBEBUILDER_ASSETS="$$(hack/build-controlplane.sh)" MANAGER=$(LOCALBIN)/manager FAULTS_LOG_DIR=$(LOCALBIN)/faults-logs \
 	go test -tags faults ./test/faults/ -count=1 -v -timeout 15m
 
+.PHONY: bench
+bench: controlplane ## Benchmark the operator against a bare client (N=100,1000) and a bare informer (10k objects); prints a Markdown report.
+	go build -o $(LOCALBIN)/manager .
+	go build -o $(LOCALBIN)/bench ./hack/bench
+	KUBEBUILDER_ASSETS="$$(hack/build-controlplane.sh)" $(LOCALBIN)/bench -manager $(LOCALBIN)/manager $(BENCH_ARGS) 2>$(LOCALBIN)/bench.stderr
+
 .PHONY: demo
 demo: controlplane ## Run the provider end to end on this machine and print the email it sends.
 	KUBEBUILDER_ASSETS="$$(hack/build-controlplane.sh)" go run ./hack/demo $(DEMO_ARGS)

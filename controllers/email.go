@@ -144,6 +144,7 @@ func (r *MailgunClusterReconciler) reconcileNormal(ctx context.Context, s *scope
 		"Mailgun accepted the request email, message ID %s", id)
 	markAccepted(mc, id)
 	setDeliveryPending(mc, id)
+	r.deliveryPolls.set(mc.UID, r.now().Add(r.DeliveryPollInterval))
 	return ctrl.Result{RequeueAfter: r.DeliveryPollInterval}, nil
 }
 
@@ -166,6 +167,7 @@ func (r *MailgunClusterReconciler) settleEarlierAttempt(ctx context.Context, s *
 			"Mailgun's events show the request email %s was accepted", messageID)
 		markAccepted(mc, messageID)
 		setDeliveryPending(mc, messageID)
+		r.deliveryPolls.set(mc.UID, r.now().Add(r.DeliveryPollInterval))
 		return false, ctrl.Result{RequeueAfter: r.DeliveryPollInterval}, nil
 	}
 	r.Metrics.Lookups.WithLabelValues("not_found").Inc()

@@ -114,7 +114,8 @@ type MailgunClusterReconciler struct {
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 
-	holds holds
+	holds         holds
+	deliveryPolls pollSchedule
 }
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=mailgunclusters,verbs=get;list;watch;update;patch
@@ -183,6 +184,7 @@ func (r *MailgunClusterReconciler) reconcileDelete(ctx context.Context, s *scope
 	// deletion is recorded.
 	setEmailSent(mc, metav1.ConditionFalse, infrav1.DeletingReason, "the MailgunCluster is being deleted")
 	r.holds.forget(mc.UID)
+	r.deliveryPolls.forget(mc.UID)
 	if controllerutil.RemoveFinalizer(mc, infrav1.ClusterFinalizer) {
 		r.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, "Deleted", "Delete",
 			"MailgunCluster deleted; the request email (message ID %q) cannot be recalled", recordedMessageID(mc))

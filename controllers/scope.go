@@ -20,39 +20,70 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
-	"sigs.k8s.io/cluster-api/util/patch"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 )
 
-// scope is one reconcile's view of a MailgunCluster and the helper that
-// persists the changes made to it.
+// scope is one reconcile's view of a MailgunCluster, and what the
+// apiserver last confirmed of it.
 type scope struct {
 	client client.Client
 	mc     *infrav1.MailgunCluster
-	helper *patch.Helper
+	// before is the object as the apiserver last confirmed it; patch sends
+	// the difference.
+	before *infrav1.MailgunCluster
 }
 
 func newScope(mc *infrav1.MailgunCluster, c client.Client) (*scope, error) {
-	helper, err := patch.NewHelper(mc, c)
-	if err != nil {
-		return nil, fmt.Errorf("creating patch helper: %w", err)
-	}
-	return &scope{client: c, mc: mc, helper: helper}, nil
+	return &scope{client: c, mc: mc, before: mc.DeepCopy()}, nil
 }
 
-// patch persists the changes made during the reconcile.
+// patch persists the changes made during the reconcile in at most two
+// writes, one for metadata and one for the whole status, conditions
+// included, sent in parallel. (Cluster API's patch helper writes conditions
+// separately, a third write per change, and one after the other.) Merge
+// patches carry only what changed; the status has no other writer, and a
+// later reconcile repairs a write that failed.
 func (s *scope) patch(ctx context.Context) error {
-	return s.helper.Patch(ctx, s.mc,
-		patch.WithOwnedConditions{Conditions: []string{
-			infrav1.ReadyCondition, infrav1.EmailSentCondition, infrav1.PausedCondition,
-		}},
-		patch.WithStatusObservedGeneration{},
-	)
+	s.mc.Status.ObservedGeneration = s.mc.Generation
+	metaChanged := !equality.Semantic.DeepEqual(s.before.ObjectMeta, s.mc.ObjectMeta)
+	statusChanged := !equality.Semantic.DeepEqual(s.before.Status, s.mc.Status)
+	// Once the last finalizer goes, the object disappears with the write.
+	deleted := !s.mc.DeletionTimestamp.IsZero() && len(s.mc.Finalizers) == 0
+
+	var wg sync.WaitGroup
+	var metaErr, statusErr error
+	if metaChanged {
+		after := s.mc.DeepCopy()
+		after.Status = s.before.Status
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.client.Patch(ctx, after, client.MergeFrom(s.before))
+			if err != nil && !(deleted && apierrors.IsNotFound(err)) {
+				metaErr = fmt.Errorf("patching metadata: %w", err)
+			}
+		}()
+	}
+	if statusChanged && !deleted {
+		after := s.mc.DeepCopy()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.client.Status().Patch(ctx, after, client.MergeFrom(s.before)); err != nil {
+				statusErr = fmt.Errorf("patching status: %w", err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(metaErr, statusErr)
 }
 
 // recordAttempt durably records, before a send, the Message-Id and start
@@ -92,11 +123,7 @@ func (s *scope) patchMetadata(ctx context.Context, mutate func(*infrav1.MailgunC
 	}
 	// changed now holds what the apiserver stored, including the persisted
 	// status; diff later changes against it.
-	helper, err := patch.NewHelper(changed, s.client)
-	if err != nil {
-		return fmt.Errorf("creating patch helper: %w", err)
-	}
-	s.helper = helper
+	s.before = changed.DeepCopy()
 	changed.ObjectMeta.DeepCopyInto(&s.mc.ObjectMeta)
 	return nil
 }
