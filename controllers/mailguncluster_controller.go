@@ -19,6 +19,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -148,13 +149,10 @@ func (r *MailgunClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		ctx = ctrl.LoggerInto(ctx, log)
 	}
 
-	s, err := newScope(mc, r.Client)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
+	s := newScope(mc, r.Client)
 	defer func() {
 		if err := s.patch(ctx); err != nil {
-			retErr = joinErrors(retErr, err)
+			retErr = errors.Join(retErr, err)
 		}
 	}()
 

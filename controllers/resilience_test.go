@@ -32,6 +32,7 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
@@ -315,9 +316,12 @@ func TestStaleCacheDoesNotCauseASecondEmail(t *testing.T) {
 		defer sr.mu.Unlock()
 		return sr.served > 0, "not yet"
 	})
-	h.consistently(2*time.Second, "exactly one email", func() (bool, string) {
+	h.consistently(2*time.Second, "exactly one email, and Ready kept", func() (bool, string) {
 		n := len(h.emailsFor("stale"))
-		return n == 1, fmt.Sprintf("%d emails", n)
+		// A status write from the stale copy would replace the conditions
+		// list; optimistic locking makes it fail instead.
+		ready := conditions.IsTrue(h.get("stale"), infrav1.ReadyCondition)
+		return n == 1 && ready, fmt.Sprintf("%d emails, Ready=%v", n, ready)
 	})
 	if got := h.get("stale"); got.Status.MessageID == "" || got.Annotations[infrav1.AcceptedMessageIDAnnotation] == "" {
 		t.Errorf("the record was lost: status %q, annotations %v", got.Status.MessageID, got.Annotations)

@@ -18,9 +18,7 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -41,49 +39,43 @@ type scope struct {
 	before *infrav1.MailgunCluster
 }
 
-func newScope(mc *infrav1.MailgunCluster, c client.Client) (*scope, error) {
-	return &scope{client: c, mc: mc, before: mc.DeepCopy()}, nil
+func newScope(mc *infrav1.MailgunCluster, c client.Client) *scope {
+	return &scope{client: c, mc: mc, before: mc.DeepCopy()}
 }
 
 // patch persists the changes made during the reconcile in at most two
-// writes, one for metadata and one for the whole status, conditions
-// included, sent in parallel. (Cluster API's patch helper writes conditions
-// separately, a third write per change, and one after the other.) Merge
-// patches carry only what changed; the status has no other writer, and a
-// later reconcile repairs a write that failed.
+// writes: metadata first, then the whole status, conditions included.
+// (Cluster API's patch helper writes conditions separately, a third write
+// per change.) The status write is a merge patch, which replaces the
+// conditions list as a whole, so it uses optimistic locking: a reconcile
+// working from a stale cache must fail and retry rather than wipe
+// conditions written meanwhile.
 func (s *scope) patch(ctx context.Context) error {
 	s.mc.Status.ObservedGeneration = s.mc.Generation
-	metaChanged := !equality.Semantic.DeepEqual(s.before.ObjectMeta, s.mc.ObjectMeta)
-	statusChanged := !equality.Semantic.DeepEqual(s.before.Status, s.mc.Status)
 	// Once the last finalizer goes, the object disappears with the write.
 	deleted := !s.mc.DeletionTimestamp.IsZero() && len(s.mc.Finalizers) == 0
 
-	var wg sync.WaitGroup
-	var metaErr, statusErr error
-	if metaChanged {
+	if !equality.Semantic.DeepEqual(s.before.ObjectMeta, s.mc.ObjectMeta) {
 		after := s.mc.DeepCopy()
 		after.Status = s.before.Status
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := s.client.Patch(ctx, after, client.MergeFrom(s.before))
-			if err != nil && !(deleted && apierrors.IsNotFound(err)) {
-				metaErr = fmt.Errorf("patching metadata: %w", err)
+		if err := s.client.Patch(ctx, after, client.MergeFrom(s.before)); err != nil {
+			if deleted && apierrors.IsNotFound(err) {
+				return nil
 			}
-		}()
+			return fmt.Errorf("patching metadata: %w", err)
+		}
+		// Lock the status write to the version this write produced.
+		s.before.ObjectMeta = *after.ObjectMeta.DeepCopy()
+		s.mc.ResourceVersion = after.ResourceVersion
 	}
-	if statusChanged && !deleted {
-		after := s.mc.DeepCopy()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := s.client.Status().Patch(ctx, after, client.MergeFrom(s.before)); err != nil {
-				statusErr = fmt.Errorf("patching status: %w", err)
-			}
-		}()
+	if deleted || equality.Semantic.DeepEqual(s.before.Status, s.mc.Status) {
+		return nil
 	}
-	wg.Wait()
-	return errors.Join(metaErr, statusErr)
+	after := s.mc.DeepCopy()
+	if err := s.client.Status().Patch(ctx, after, client.MergeFromWithOptions(s.before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("patching status: %w", err)
+	}
+	return nil
 }
 
 // recordAttempt durably records, before a send, the Message-Id and start
@@ -126,8 +118,4 @@ func (s *scope) patchMetadata(ctx context.Context, mutate func(*infrav1.MailgunC
 	s.before = changed.DeepCopy()
 	changed.ObjectMeta.DeepCopyInto(&s.mc.ObjectMeta)
 	return nil
-}
-
-func joinErrors(a, b error) error {
-	return errors.Join(a, b)
 }
