@@ -237,3 +237,14 @@ func probe(addr, path string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+func TestUnverifiedDomainIsReportedButNotBlocking(t *testing.T) {
+	h := newHarness(t)
+	h.fake.SetDomainState("unverified")
+	h.startManager()
+	h.createOwned("unverified")
+	h.waitForAccepted("unverified", 20*time.Second)
+	if !strings.Contains(h.logs.String(), "Mailgun knows the domain but it is not active") {
+		t.Errorf("the log does not warn about the unverified domain")
+	}
+}

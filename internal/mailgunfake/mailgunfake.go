@@ -230,17 +230,6 @@ func (s *Server) Messages() []Message {
 	return append([]Message(nil), s.messages...)
 }
 
-// MessagesByHeader returns the accepted messages whose Message-Id is id.
-func (s *Server) MessagesByID(id string) []Message {
-	var out []Message
-	for _, m := range s.Messages() {
-		if m.ID == id {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 // Requests returns how many send and events requests arrived.
 func (s *Server) Requests() (sends, events int) {
 	s.mu.Lock()
