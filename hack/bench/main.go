@@ -43,7 +43,6 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -111,7 +110,7 @@ func run(sizesFlag string, latency time.Duration, concurrency, rssObjects int, m
 		return err
 	}
 	defer os.RemoveAll(dir)
-	kubeconfig, err := writeKubeconfig(dir, proxy.Host())
+	kubeconfig, err := proxy.WriteKubeconfig(dir)
 	if err != nil {
 		return err
 	}
@@ -477,14 +476,4 @@ func report(results []result, latency time.Duration, concurrency, rssObjects int
 
 func machine() string {
 	return fmt.Sprintf("%d CPUs", goruntime.NumCPU())
-}
-
-func writeKubeconfig(dir, host string) (string, error) {
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["bench"] = &clientcmdapi.Cluster{Server: host}
-	cfg.AuthInfos["proxy"] = &clientcmdapi.AuthInfo{}
-	cfg.Contexts["bench"] = &clientcmdapi.Context{Cluster: "bench", AuthInfo: "proxy"}
-	cfg.CurrentContext = "bench"
-	path := filepath.Join(dir, "kubeconfig")
-	return path, clientcmd.WriteToFile(*cfg, path)
 }

@@ -28,11 +28,14 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // Options configure the injected failures.
@@ -99,6 +102,18 @@ func (p *Proxy) Host() string { return "http://" + p.addr }
 // Config is a rest.Config reaching the apiserver through the proxy.
 func (p *Proxy) Config() *rest.Config {
 	return &rest.Config{Host: p.Host(), QPS: 200, Burst: 400}
+}
+
+// WriteKubeconfig writes a kubeconfig for the proxy, for processes such as
+// the manager binary, and returns its path.
+func (p *Proxy) WriteKubeconfig(dir string) (string, error) {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["proxy"] = &clientcmdapi.Cluster{Server: p.Host()}
+	cfg.AuthInfos["proxy"] = &clientcmdapi.AuthInfo{}
+	cfg.Contexts["proxy"] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: "proxy"}
+	cfg.CurrentContext = "proxy"
+	path := filepath.Join(dir, "proxy.kubeconfig")
+	return path, clientcmd.WriteToFile(*cfg, path)
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {

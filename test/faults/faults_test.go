@@ -38,8 +38,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -162,7 +160,10 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(proxy.Close)
-	kubeconfig := writeKubeconfig(t, logDir, proxy.Host())
+	kubeconfig, err := proxy.WriteKubeconfig(logDir)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	var replicas []*replica
 	for i := range 2 {
@@ -356,17 +357,4 @@ func checkKeyNowhere(ctx context.Context, t *testing.T, c client.Client, ns, log
 	if scraped == 0 {
 		t.Errorf("no replica's metrics could be scraped")
 	}
-}
-
-func writeKubeconfig(t *testing.T, dir, host string) string {
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["faults"] = &clientcmdapi.Cluster{Server: host}
-	cfg.AuthInfos["proxy"] = &clientcmdapi.AuthInfo{}
-	cfg.Contexts["faults"] = &clientcmdapi.Context{Cluster: "faults", AuthInfo: "proxy"}
-	cfg.CurrentContext = "faults"
-	path := filepath.Join(dir, "proxy.kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
