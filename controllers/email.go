@@ -142,10 +142,16 @@ func (r *MailgunClusterReconciler) reconcileNormal(ctx context.Context, s *scope
 	log.Info("Mailgun accepted the request email", "messageID", id)
 	r.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, infrav1.EmailSentCondition, "SendEmail",
 		"Mailgun accepted the request email, message ID %s", id)
+	return r.newlyAccepted(mc, id), nil
+}
+
+// newlyAccepted records an email Mailgun just accepted, or was just found
+// to have accepted, and schedules the first look at its delivery.
+func (r *MailgunClusterReconciler) newlyAccepted(mc *infrav1.MailgunCluster, id string) ctrl.Result {
 	markAccepted(mc, id)
 	setDeliveryPending(mc, id)
 	r.deliveryPolls.set(mc.UID, r.now().Add(r.DeliveryPollInterval))
-	return ctrl.Result{RequeueAfter: r.DeliveryPollInterval}, nil
+	return ctrl.Result{RequeueAfter: r.DeliveryPollInterval}
 }
 
 // settleEarlierAttempt decides what became of an earlier attempt whose
@@ -165,10 +171,7 @@ func (r *MailgunClusterReconciler) settleEarlierAttempt(ctx context.Context, s *
 		ctrl.LoggerFrom(ctx).Info("Mailgun's events show an earlier send attempt was accepted", "messageID", messageID)
 		r.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, infrav1.EmailSentCondition, "SendEmail",
 			"Mailgun's events show the request email %s was accepted", messageID)
-		markAccepted(mc, messageID)
-		setDeliveryPending(mc, messageID)
-		r.deliveryPolls.set(mc.UID, r.now().Add(r.DeliveryPollInterval))
-		return false, ctrl.Result{RequeueAfter: r.DeliveryPollInterval}, nil
+		return false, r.newlyAccepted(mc, messageID), nil
 	}
 	r.Metrics.Lookups.WithLabelValues("not_found").Inc()
 
