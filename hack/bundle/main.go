@@ -26,6 +26,7 @@ import (
 	"strings"
 
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/bundle"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/manifests"
 )
 
 func main() {
@@ -49,7 +50,7 @@ func main() {
 }
 
 func run(o bundle.Options, manifestsDir, outDir string) error {
-	rendered, err := bundle.Kustomize(manifestsDir)
+	rendered, err := manifests.Kustomize(manifestsDir)
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -41,10 +40,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
+
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/manifests"
 )
 
 // Options describe the bundle to generate.
@@ -76,15 +74,6 @@ const (
 	ScorecardDir = "tests/scorecard"
 )
 
-// Kustomize renders a kustomization directory.
-func Kustomize(dir string) ([]byte, error) {
-	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
-	if err != nil {
-		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
-	}
-	return resources.AsYaml()
-}
-
 // ExistingCreatedAt returns the createdAt of the CSV in bundleDir if it has
 // the given version, so that regenerating an unchanged version is a no-op.
 func ExistingCreatedAt(bundleDir, pkg, version string) string {
@@ -108,7 +97,7 @@ func Generate(rendered []byte, o Options) (Files, error) {
 	if o.CreatedAt == "" {
 		o.CreatedAt = time.Now().UTC().Format(time.RFC3339)
 	}
-	objs, err := decodeAll(rendered)
+	objs, err := manifests.Decode(rendered)
 	if err != nil {
 		return nil, err
 	}
@@ -452,23 +441,6 @@ func Write(dir string, files Files) error {
 		}
 	}
 	return nil
-}
-
-func decodeAll(b []byte) ([]*unstructured.Unstructured, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out, nil
-			}
-			return nil, fmt.Errorf("decoding manifests: %w", err)
-		}
-		if len(u.Object) > 0 {
-			out = append(out, u)
-		}
-	}
 }
 
 func fromUnstructured(u *unstructured.Unstructured, into any) error {

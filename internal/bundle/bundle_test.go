@@ -42,6 +42,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/bundle"
+	render "github.com/capi-mailgun/cluster-api-provider-mailgun/internal/manifests"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/testenv"
 )
 
@@ -67,7 +68,7 @@ func loadBundle(t *testing.T) *manifests.Bundle {
 
 func TestBundleIsUpToDate(t *testing.T) {
 	csv := loadBundle(t).CSV
-	rendered, err := bundle.Kustomize(repoPath(t, "config", "manifests"))
+	rendered, err := render.Kustomize(repoPath(t, "config", "manifests"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,10 +20,8 @@ limitations under the License.
 package clusterctl_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,12 +32,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/bundle"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/manifests"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/testenv"
 )
 
@@ -56,20 +54,11 @@ func root(t *testing.T) string {
 
 func decode(t *testing.T, b []byte) []*unstructured.Unstructured {
 	t.Helper()
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out
-			}
-			t.Fatalf("decoding: %v", err)
-		}
-		if len(u.Object) > 0 {
-			out = append(out, u)
-		}
+	objs, err := manifests.Decode(b)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return objs
 }
 
 func TestMetadataDeclaresContractV1Beta2(t *testing.T) {
@@ -111,7 +100,7 @@ func TestMetadataDeclaresContractV1Beta2(t *testing.T) {
 }
 
 func TestInfrastructureComponents(t *testing.T) {
-	raw, err := bundle.Kustomize(filepath.Join(root(t), "config", "clusterctl"))
+	raw, err := manifests.Kustomize(filepath.Join(root(t), "config", "clusterctl"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,6 +53,7 @@ import (
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/bundle"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailgunfake"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/manifests"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/proc"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/testenv"
@@ -542,7 +543,7 @@ func (s *suite) update(obj client.Object) {
 
 // generateBundle writes a bundle of another version, replacing prev.
 func (s *suite) generateBundle(version, replaces string) string {
-	rendered, err := bundle.Kustomize(filepath.Join(s.env.RepoRoot, "config", "manifests"))
+	rendered, err := manifests.Kustomize(filepath.Join(s.env.RepoRoot, "config", "manifests"))
 	if err != nil {
 		s.t.Fatal(err)
 	}
