@@ -41,6 +41,7 @@ import (
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailgunfake"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/testenv"
@@ -292,13 +293,7 @@ func (h *harness) waitForAccepted(name string, timeout time.Duration) *infrav1.M
 // emailsFor returns the accepted emails for a MailgunCluster, found by the
 // object variable every request carries.
 func (h *harness) emailsFor(name string) []mailgunfake.Message {
-	var out []mailgunfake.Message
-	for _, m := range h.fake.Messages() {
-		if m.Variables["mailguncluster"] == h.ns+"/"+name {
-			out = append(out, m)
-		}
-	}
-	return out
+	return h.fake.MessagesWithVariable(mailer.VarObject, h.ns+"/"+name)
 }
 
 // consistently checks cond holds every 100ms for d.

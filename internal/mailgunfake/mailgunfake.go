@@ -230,6 +230,18 @@ func (s *Server) Messages() []Message {
 	return append([]Message(nil), s.messages...)
 }
 
+// MessagesWithVariable returns the accepted messages whose user variable
+// name ("v:<name>") has the given value, oldest first.
+func (s *Server) MessagesWithVariable(name, value string) []Message {
+	var out []Message
+	for _, m := range s.Messages() {
+		if m.Variables[name] == value {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // Requests returns how many send and events requests arrived.
 func (s *Server) Requests() (sends, events int) {
 	s.mu.Lock()

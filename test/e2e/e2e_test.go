@@ -52,6 +52,7 @@ import (
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/bundle"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailgunfake"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/manifests"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
@@ -411,13 +412,7 @@ func (s *suite) waitForEmail(mc *infrav1.MailgunCluster) *infrav1.MailgunCluster
 }
 
 func (s *suite) emailsFor(mc *infrav1.MailgunCluster) []mailgunfake.Message {
-	var out []mailgunfake.Message
-	for _, m := range s.fake.Messages() {
-		if m.Variables["mailguncluster"] == mc.Namespace+"/"+mc.Name {
-			out = append(out, m)
-		}
-	}
-	return out
+	return s.fake.MessagesWithVariable(mailer.VarObject, mc.Namespace+"/"+mc.Name)
 }
 
 func (s *suite) waitForCSV(name string, timeout time.Duration) {

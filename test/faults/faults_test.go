@@ -45,6 +45,7 @@ import (
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/apiproxy"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailgunfake"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/proc"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/testenv"
@@ -254,17 +255,16 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 	}
 
 	// Exactly one accepted email per object, and it is the one recorded.
-	perObject := map[string][]string{}
-	for _, m := range fake.Messages() {
-		perObject[m.Variables["mailguncluster"]] = append(perObject[m.Variables["mailguncluster"]], m.ID)
-	}
 	list := &infrav1.MailgunClusterList{}
 	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	duplicates, lost := 0, 0
 	for _, mc := range list.Items {
-		ids := perObject[ns+"/"+mc.Name]
+		var ids []string
+		for _, m := range fake.MessagesWithVariable(mailer.VarObject, ns+"/"+mc.Name) {
+			ids = append(ids, m.ID)
+		}
 		switch {
 		case len(ids) == 0:
 			lost++
