@@ -18,7 +18,6 @@ package controllers_test
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -32,6 +31,7 @@ import (
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailgunfake"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/proc"
 )
 
 func TestDeliveryTracking(t *testing.T) {
@@ -206,7 +206,7 @@ func TestCredentialsCheck(t *testing.T) {
 			for k, v := range tt.env {
 				h.env[k] = v
 			}
-			health := freeLoopbackAddr(t)
+			health := proc.FreeAddr(t)
 			h.startManager(func(o *operator.Options) { o.HealthProbeBindAddress = health })
 			h.createOwned("creds")
 			mc := h.waitForReason("creds", tt.reason, 20*time.Second)
@@ -225,17 +225,6 @@ func TestCredentialsCheck(t *testing.T) {
 			}
 		})
 	}
-}
-
-func probe(addr, path string) (int, string) {
-	c := &http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get("http://" + addr + path)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }
 
 func TestUnverifiedDomainIsReportedButNotBlocking(t *testing.T) {

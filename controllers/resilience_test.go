@@ -20,8 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -39,6 +37,7 @@ import (
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailgunfake"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/proc"
 )
 
 // faultyClient fails chosen writes before they reach the apiserver, to
@@ -144,7 +143,7 @@ func (h *harness) startBinary(extraArgs ...string) *process {
 	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
 		h.t.Fatalf("writing kubeconfig: %v", err)
 	}
-	healthAddr := freeLoopbackAddr(h.t)
+	healthAddr := proc.FreeAddr(h.t)
 	args := append([]string{
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=" + healthAddr,
@@ -184,26 +183,9 @@ func (p *process) kill(t *testing.T) {
 	}
 }
 
-// probe GETs a path of the health endpoint and returns the status code.
+// probe GETs a path of the health endpoint.
 func (p *process) probe(path string) (int, string) {
-	c := &http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get("http://" + p.healthAddr + path)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("finding a free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return probe(p.healthAddr, path)
 }
 
 func TestCrashBetweenSendAndRecordSendsOnce(t *testing.T) {

@@ -81,6 +81,19 @@ func (p *Proc) Stop() {
 	})
 }
 
+// Kill ends the process group with SIGKILL at once, as a node failure or an
+// OOM kill would, and waits (at most 10s) for the process to exit.
+func (p *Proc) Kill() {
+	p.stopped.Do(func() {
+		_ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+		}
+	})
+}
+
+// Exited reports whether the process has exited.
 func (p *Proc) Exited() bool {
 	select {
 	case <-p.done:

@@ -89,10 +89,7 @@ func (r *replica) kill() {
 	r.mu.Lock()
 	p := r.p
 	r.mu.Unlock()
-	_ = p.Cmd.Process.Kill() // SIGKILL
-	for i := 0; i < 100 && !p.Exited(); i++ {
-		time.Sleep(50 * time.Millisecond)
-	}
+	p.Kill()
 }
 
 func TestExactlyOneEmailUnderFaults(t *testing.T) {
