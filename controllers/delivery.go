@@ -19,12 +19,10 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -76,10 +74,10 @@ func (r *MailgunClusterReconciler) trackDelivery(ctx context.Context, mc *infrav
 	next := min(max(age/4, r.DeliveryPollInterval), 40*r.DeliveryPollInterval)
 	// Our own status writes trigger reconciles too; look at Mailgun's events
 	// only when the poll is due.
-	if due, ok := r.deliveryPolls.due(mc.UID); ok && r.now().Before(due) {
+	if due, ok := r.deliveryPolls.load(mc.UID); ok && r.now().Before(due) {
 		return ctrl.Result{RequeueAfter: due.Sub(r.now())}, nil
 	}
-	r.deliveryPolls.set(mc.UID, r.now().Add(next))
+	r.deliveryPolls.store(mc.UID, r.now().Add(next))
 
 	settings, err := r.Config.Load(ctx)
 	if err != nil || r.Config.Check(settings) != nil {
@@ -121,33 +119,4 @@ func deliveryFinal(reason string) bool {
 		return true
 	}
 	return false
-}
-
-// pollSchedule remembers when each MailgunCluster's next delivery poll is
-// due. It is not kept across restarts, which at most costs one early poll.
-type pollSchedule struct {
-	mu sync.Mutex
-	m  map[types.UID]time.Time
-}
-
-func (p *pollSchedule) due(uid types.UID) (time.Time, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	t, ok := p.m[uid]
-	return t, ok
-}
-
-func (p *pollSchedule) set(uid types.UID, t time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.m == nil {
-		p.m = map[types.UID]time.Time{}
-	}
-	p.m[uid] = t
-}
-
-func (p *pollSchedule) forget(uid types.UID) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.m, uid)
 }

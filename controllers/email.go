@@ -150,7 +150,7 @@ func (r *MailgunClusterReconciler) reconcileNormal(ctx context.Context, s *scope
 func (r *MailgunClusterReconciler) newlyAccepted(mc *infrav1.MailgunCluster, id string) ctrl.Result {
 	markAccepted(mc, id)
 	setDeliveryPending(mc, id)
-	r.deliveryPolls.set(mc.UID, r.now().Add(r.DeliveryPollInterval))
+	r.deliveryPolls.store(mc.UID, r.now().Add(r.DeliveryPollInterval))
 	return ctrl.Result{RequeueAfter: r.DeliveryPollInterval}
 }
 
@@ -335,8 +335,7 @@ func newMessageID(uid types.UID, domain string) string {
 // rejected key. A hold ends early when the spec or the Mailgun settings
 // change; it is not kept across restarts, which at most costs one attempt.
 type holds struct {
-	mu sync.Mutex
-	m  map[types.UID]hold
+	perObject[hold]
 }
 
 type hold struct {
@@ -352,9 +351,7 @@ func holdKey(mc *infrav1.MailgunCluster, s mailer.Settings) string {
 
 // get returns the hold on mc that still applies at now.
 func (h *holds) get(mc *infrav1.MailgunCluster, s mailer.Settings, now time.Time) (hold, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	hd, ok := h.m[mc.UID]
+	hd, ok := h.load(mc.UID)
 	if !ok || hd.key != holdKey(mc, s) || (!hd.until.IsZero() && !now.Before(hd.until)) {
 		return hold{}, false
 	}
@@ -362,16 +359,34 @@ func (h *holds) get(mc *infrav1.MailgunCluster, s mailer.Settings, now time.Time
 }
 
 func (h *holds) set(mc *infrav1.MailgunCluster, s mailer.Settings, until time.Time) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.m == nil {
-		h.m = map[types.UID]hold{}
-	}
-	h.m[mc.UID] = hold{key: holdKey(mc, s), until: until}
+	h.store(mc.UID, hold{key: holdKey(mc, s), until: until})
 }
 
-func (h *holds) forget(uid types.UID) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.m, uid)
+// perObject is in-memory state kept per MailgunCluster by the reconciler.
+// It is not kept across restarts.
+type perObject[T any] struct {
+	mu sync.Mutex
+	m  map[types.UID]T
+}
+
+func (p *perObject[T]) load(uid types.UID) (T, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v, ok := p.m[uid]
+	return v, ok
+}
+
+func (p *perObject[T]) store(uid types.UID, v T) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = map[types.UID]T{}
+	}
+	p.m[uid] = v
+}
+
+func (p *perObject[T]) forget(uid types.UID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.m, uid)
 }

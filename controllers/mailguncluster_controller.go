@@ -115,8 +115,10 @@ type MailgunClusterReconciler struct {
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 
-	holds         holds
-	deliveryPolls pollSchedule
+	holds holds
+	// deliveryPolls holds when each object's next delivery poll is due, so
+	// that reconciles caused by our own writes do not query Mailgun.
+	deliveryPolls perObject[time.Time]
 }
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=mailgunclusters,verbs=get;list;watch;update;patch
