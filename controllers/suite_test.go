@@ -190,12 +190,7 @@ func (h *harness) stopManager() {
 // a MailgunCluster of the same name.
 func (h *harness) createCluster(name string, mutate ...func(*clusterv1.Cluster)) *clusterv1.Cluster {
 	h.t.Helper()
-	cluster := &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: name},
-		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-			APIGroup: infrav1.GroupVersion.Group, Kind: "MailgunCluster", Name: name,
-		}},
-	}
+	cluster := testenv.ClusterFor(h.ns, name)
 	for _, m := range mutate {
 		m(cluster)
 	}
@@ -218,9 +213,7 @@ func newMailgunCluster(ns, name string) *infrav1.MailgunCluster {
 
 // ownedBy sets the owner reference Cluster API's Cluster controller sets.
 func ownedBy(mc *infrav1.MailgunCluster, cluster *clusterv1.Cluster) {
-	mc.OwnerReferences = append(mc.OwnerReferences, metav1.OwnerReference{
-		APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: cluster.Name, UID: cluster.UID,
-	})
+	mc.OwnerReferences = append(mc.OwnerReferences, testenv.OwnerRef(cluster))
 }
 
 // createOwned creates a Cluster and its MailgunCluster, owned as Cluster

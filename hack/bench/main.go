@@ -43,7 +43,6 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -278,17 +277,14 @@ func createAndWait(ctx context.Context, c client.Client, cfg *rest.Config, ns st
 			go func(i int) {
 				defer func() { <-sem; wg.Done() }()
 				name := fmt.Sprintf("mc-%05d", i)
-				cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-					Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: infrav1.GroupVersion.Group, Kind: "MailgunCluster", Name: name}}}
+				cluster := testenv.ClusterFor(ns, name)
 				if err := c.Create(ctx, cluster); err != nil {
 					fmt.Fprintf(os.Stderr, "create: %v\n", err)
 					return
 				}
 				mc := &infrav1.MailgunCluster{
-					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, OwnerReferences: []metav1.OwnerReference{{
-						APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: name, UID: cluster.UID}}},
-					Spec: infrav1.MailgunClusterSpec{Priority: infrav1.PriorityUrgent, Request: "bench " + name, Requester: "ops@example.com"},
+					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, OwnerReferences: []metav1.OwnerReference{testenv.OwnerRef(cluster)}},
+					Spec:       infrav1.MailgunClusterSpec{Priority: infrav1.PriorityUrgent, Request: "bench " + name, Requester: "ops@example.com"},
 				}
 				t := time.Now()
 				if err := c.Create(ctx, mc); err != nil {

@@ -170,9 +170,7 @@ func applySamples(ctx context.Context, env *testenv.Env) (*infrav1.MailgunCluste
 	if err := env.Client.Create(ctx, cluster); err != nil {
 		return nil, fmt.Errorf("creating Cluster: %w", err)
 	}
-	mc.OwnerReferences = []metav1.OwnerReference{{
-		APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: cluster.Name, UID: cluster.UID,
-	}}
+	mc.OwnerReferences = []metav1.OwnerReference{testenv.OwnerRef(cluster)}
 	if err := env.Client.Create(ctx, mc); err != nil {
 		return nil, fmt.Errorf("creating MailgunCluster: %w", err)
 	}

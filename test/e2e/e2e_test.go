@@ -382,9 +382,7 @@ func (s *suite) applySample(name string) *infrav1.MailgunCluster {
 	mc := &infrav1.MailgunCluster{}
 	s.readSample("infrastructure_v1beta1_mailguncluster.yaml", mc)
 	mc.Name, mc.Namespace = name, userNS
-	mc.OwnerReferences = []metav1.OwnerReference{{
-		APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: cluster.Name, UID: cluster.UID,
-	}}
+	mc.OwnerReferences = []metav1.OwnerReference{testenv.OwnerRef(cluster)}
 	s.create(mc)
 	return mc
 }

@@ -38,7 +38,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -211,20 +210,13 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 	}()
 	for i := range n {
 		name := fmt.Sprintf("mc-%03d", i)
-		cluster := &clusterv1.Cluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-				APIGroup: infrav1.GroupVersion.Group, Kind: "MailgunCluster", Name: name,
-			}},
-		}
+		cluster := testenv.ClusterFor(ns, name)
 		if err := c.Create(ctx, cluster); err != nil {
 			t.Fatal(err)
 		}
 		mc := &infrav1.MailgunCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: name, UID: cluster.UID,
-			}}},
-			Spec: infrav1.MailgunClusterSpec{Priority: infrav1.PriorityUrgent, Request: "cluster " + name, Requester: "ops@example.com"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, OwnerReferences: []metav1.OwnerReference{testenv.OwnerRef(cluster)}},
+			Spec:       infrav1.MailgunClusterSpec{Priority: infrav1.PriorityUrgent, Request: "cluster " + name, Requester: "ops@example.com"},
 		}
 		if err := c.Create(ctx, mc); err != nil {
 			t.Fatal(err)
