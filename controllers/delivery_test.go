@@ -216,7 +216,7 @@ func TestCredentialsCheck(t *testing.T) {
 			if sends, _ := h.fake.Requests(); sends != 0 {
 				t.Errorf("%d send requests with settings Mailgun refuses", sends)
 			}
-			code, body := probe(health, "/readyz/"+operator.ConfigCheckName)
+			code, body := proc.HTTPGet(health, "/readyz/"+operator.ConfigCheckName)
 			if code != http.StatusInternalServerError {
 				t.Errorf("readiness %s = %d %s, want 500", operator.ConfigCheckName, code, body)
 			}

@@ -185,7 +185,7 @@ func (p *process) kill(t *testing.T) {
 
 // probe GETs a path of the health endpoint.
 func (p *process) probe(path string) (int, string) {
-	return probe(p.healthAddr, path)
+	return proc.HTTPGet(p.healthAddr, path)
 }
 
 func TestCrashBetweenSendAndRecordSendsOnce(t *testing.T) {

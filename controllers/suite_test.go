@@ -20,8 +20,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -364,16 +362,4 @@ func (h *harness) metric(name string, labels map[string]string) float64 {
 		}
 	}
 	return sum
-}
-
-// probe GETs a path of a health endpoint and returns the status and body.
-func probe(addr, path string) (int, string) {
-	c := &http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get("http://" + addr + path)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }

@@ -19,7 +19,9 @@ limitations under the License.
 package proc
 
 import (
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -125,4 +127,17 @@ func FreeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// HTTPGet GETs http://addr+path with a 2s timeout and returns the status
+// code and body; on a transport error the code is 0 and the body the error.
+func HTTPGet(addr, path string) (int, string) {
+	c := &http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + addr + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

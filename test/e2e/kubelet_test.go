@@ -266,13 +266,8 @@ func (k *kubelet) resolveValueFrom(ctx context.Context, dep *appsv1.Deployment, 
 }
 
 func (k *kubelet) probe() bool {
-	c := &http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get("http://" + k.healthAddr + k.probePath)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	code, _ := proc.HTTPGet(k.healthAddr, k.probePath)
+	return code == http.StatusOK
 }
 
 func (k *kubelet) markAvailable(ctx context.Context, dep *appsv1.Deployment) error {
