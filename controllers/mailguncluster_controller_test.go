@@ -118,6 +118,25 @@ func TestSendsOneEmailForAnOwnedMailgunCluster(t *testing.T) {
 	})
 }
 
+// Each reconcile builds its Mailgun client from the current settings; the
+// connections to Mailgun must still be shared, or every email costs a new
+// connection (and TLS handshake) and leaves an idle one behind.
+func TestMailgunConnectionsAreReused(t *testing.T) {
+	h := newHarness(t)
+	h.startManager(func(o *operator.Options) { o.Concurrency = 2 })
+	const n = 6
+	for i := range n {
+		h.createOwned(fmt.Sprintf("conn-%d", i))
+	}
+	for i := range n {
+		h.waitForAccepted(fmt.Sprintf("conn-%d", i), 30*time.Second)
+	}
+	// Two workers plus the credentials check's domain lookup.
+	if got := h.fake.Connections(); got > 3 {
+		t.Errorf("%d emails with 2 workers opened %d connections to Mailgun, want at most 3", n, got)
+	}
+}
+
 func TestWaitsForTheOwnerCluster(t *testing.T) {
 	h := newHarness(t)
 	h.startManager()

@@ -113,18 +113,40 @@ type Client struct {
 	mg       *mailgun.MailgunImpl
 }
 
-// New returns a Client. timeout bounds every HTTP request to Mailgun.
-func New(s Settings, timeout time.Duration) *Client {
+// Pool makes Clients that share one HTTP connection pool. The controller
+// needs a Client per reconcile, because the settings may change at any time;
+// sharing the connections keeps that from costing a new connection (and TLS
+// handshake) per email and from leaving idle connections behind.
+type Pool struct {
+	http *http.Client
+}
+
+// NewPool returns a Pool whose requests time out after timeout and which
+// keeps up to concurrency idle connections per Mailgun host, so that that
+// many callers in parallel reuse their connections instead of dialling anew.
+func NewPool(timeout time.Duration, concurrency int) *Pool {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = max(concurrency, 2)
+	return &Pool{http: &http.Client{
+		Timeout:   timeout,
+		Transport: &retryHintTransport{next: transport},
+	}}
+}
+
+// Client returns a Client for s that uses the pool's connections.
+func (p *Pool) Client(s Settings) *Client {
 	mg := mailgun.NewMailgun(s.Domain, s.APIKey)
 	if s.APIBase != "" {
 		mg.SetAPIBase(s.APIBase)
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	mg.SetClient(&http.Client{
-		Timeout:   timeout,
-		Transport: &retryHintTransport{next: transport},
-	})
+	mg.SetClient(p.http)
 	return &Client{settings: s, mg: mg}
+}
+
+// New returns a Client with a pool of its own, for a single user. timeout
+// bounds every HTTP request to Mailgun.
+func New(s Settings, timeout time.Duration) *Client {
+	return NewPool(timeout, 1).Client(s)
 }
 
 // Send sends a request email and returns the ID Mailgun assigned to it.

@@ -19,9 +19,11 @@ package mailer_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -160,6 +162,42 @@ func TestSendClassifiesFailures(t *testing.T) {
 				t.Errorf("fake recorded %d messages, want %d", got, tt.wantRecords)
 			}
 		})
+	}
+}
+
+// The controller builds a Client per reconcile; the Pool must keep that
+// from opening a connection per email.
+func TestPoolReusesConnectionsAcrossClients(t *testing.T) {
+	fake := mailgunfake.Start(domain, apiKey)
+	defer fake.Close()
+	fake.SetSendLatency(5 * time.Millisecond)
+	const workers, sendsEach = 4, 5
+	pool := mailer.NewPool(2*time.Second, workers)
+	settings := mailer.Settings{Domain: domain, APIKey: apiKey, Recipient: recipient, APIBase: fake.APIBase()}
+
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*sendsEach)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range sendsEach {
+				if _, err := pool.Client(settings).Send(context.Background(), request(fmt.Sprintf("<%d.%d@%s>", w, i, domain))); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got := len(fake.Messages()); got != workers*sendsEach {
+		t.Fatalf("fake got %d messages, want %d", got, workers*sendsEach)
+	}
+	if got := fake.Connections(); got > workers {
+		t.Errorf("%d sends by %d workers opened %d connections, want at most %d", workers*sendsEach, workers, got, workers)
 	}
 }
 

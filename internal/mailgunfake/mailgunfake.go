@@ -35,6 +35,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -104,6 +105,8 @@ type Server struct {
 	APIKey string
 
 	srv *httptest.Server
+	// connections counts the TCP connections clients opened.
+	connections atomic.Int64
 
 	mu sync.Mutex
 	// authorizedRecipients, if non-nil, makes the domain behave like a
@@ -124,7 +127,9 @@ type Server struct {
 // Start starts a fake for the given domain and API key on a loopback port.
 func Start(domain, apiKey string) *Server {
 	s := &Server{Domain: domain, APIKey: apiKey, hang: make(chan struct{})}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	s.srv.Config.ConnState = s.countConnections
+	s.srv.Start()
 	return s
 }
 
@@ -142,7 +147,8 @@ func StartOn(addr, domain, apiKey string) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{Domain: domain, APIKey: apiKey, hang: make(chan struct{})}
-	s.srv = &httptest.Server{Listener: l, Config: &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 10 * time.Second}}
+	s.srv = &httptest.Server{Listener: l, Config: &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 10 * time.Second,
+		ConnState: s.countConnections}}
 	s.srv.Start()
 	return s, nil
 }
@@ -241,6 +247,15 @@ func (s *Server) MessagesWithVariable(name, value string) []Message {
 	}
 	return out
 }
+
+func (s *Server) countConnections(_ net.Conn, state http.ConnState) {
+	if state == http.StateNew {
+		s.connections.Add(1)
+	}
+}
+
+// Connections returns how many TCP connections clients have opened.
+func (s *Server) Connections() int { return int(s.connections.Load()) }
 
 // Requests returns how many send and events requests arrived.
 func (s *Server) Requests() (sends, events int) {

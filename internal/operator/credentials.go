@@ -31,7 +31,7 @@ import (
 // verdict changes. Only definite answers are cached; a transient failure
 // (timeout, 5xx) is retried on the next call.
 type credentials struct {
-	timeout time.Duration
+	mailers *mailer.Pool
 	ttl     time.Duration
 	log     logr.Logger
 
@@ -54,7 +54,7 @@ func (c *credentials) Verify(ctx context.Context, s mailer.Settings) error {
 	}
 	c.mu.Unlock()
 
-	state, err := mailer.New(s, c.timeout).CheckDomain(ctx)
+	state, err := c.mailers.Client(s).CheckDomain(ctx)
 	definite := err == nil
 	if err != nil {
 		switch mailer.AsSendError(err).Class {

@@ -320,7 +320,10 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 	if err := m.Register(registry); err != nil {
 		return nil, err
 	}
-	creds := &credentials{timeout: o.MailgunTimeout, ttl: o.CredentialsCheckInterval, log: mgr.GetLogger().WithName("mailgun-credentials")}
+	// One connection pool for every Mailgun call: the reconcile workers
+	// plus the readiness check's domain lookup.
+	mailers := mailer.NewPool(o.MailgunTimeout, o.Concurrency+1)
+	creds := &credentials{mailers: mailers, ttl: o.CredentialsCheckInterval, log: mgr.GetLogger().WithName("mailgun-credentials")}
 	reconciler := &controllers.MailgunClusterReconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("mailguncluster-controller"),
@@ -329,7 +332,7 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 			Namespace: o.ConfigNamespace, SecretName: o.SecretName, ConfigMapName: o.ConfigMapName,
 		},
 		NewMailer: func(s mailer.Settings) controllers.Mailer {
-			return mailer.New(s, o.MailgunTimeout)
+			return mailers.Client(s)
 		},
 		Metrics:          m,
 		WatchFilterValue: o.WatchFilterValue,
