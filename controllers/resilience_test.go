@@ -48,7 +48,7 @@ type faultyClient struct {
 	// failRecord fails this many metadata patches that record an accepted
 	// email.
 	failRecord int
-	// failStatus fails this many status patches.
+	// failStatus fails this many status writes.
 	failStatus int
 	failed     int
 }
@@ -87,6 +87,13 @@ func (s *faultyStatus) Patch(ctx context.Context, obj client.Object, patch clien
 		return errInjected
 	}
 	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+}
+
+func (s *faultyStatus) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	if _, ok := obj.(*infrav1.MailgunCluster); ok && s.c.take(&s.c.failStatus) {
+		return errInjected
+	}
+	return s.SubResourceWriter.Update(ctx, obj, opts...)
 }
 
 func TestFailedRecordWritesDoNotCauseASecondEmail(t *testing.T) {
