@@ -19,6 +19,7 @@ limitations under the License.
 package proc
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -118,15 +119,25 @@ func (p *Proc) Tail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// FreeAddr returns a free loopback address.
+// FreeAddr returns a free loopback address, failing the test if there is
+// none.
 func FreeAddr(t *testing.T) string {
 	t.Helper()
+	addr, err := LoopbackAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// LoopbackAddr returns a loopback address that was free a moment ago.
+func LoopbackAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("finding a free port: %v", err)
+		return "", fmt.Errorf("finding a free port: %w", err)
 	}
 	defer l.Close()
-	return l.Addr().String()
+	return l.Addr().String(), nil
 }
 
 // HTTPGet GETs http://addr+path with a 2s timeout and returns the status
