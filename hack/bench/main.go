@@ -153,7 +153,7 @@ func run(sizesFlag string, latency time.Duration, concurrency, runs, rssObjects 
 			return err
 		}
 		// Every run starts with another contender, so that none always
-		// meets the control plane fresh, or always after the most objects.
+		// goes first or always follows the same one.
 		byContender := make([][]result, len(contenders))
 		for run := range runs {
 			for k := range contenders {
