@@ -26,7 +26,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -134,10 +133,8 @@ var managerBinary = sync.OnceValues(func() (string, error) {
 
 // process is the manager binary running against the test control plane.
 type process struct {
-	cmd        *exec.Cmd
+	*proc.Proc
 	healthAddr string
-	logs       *syncBuffer
-	done       chan struct{}
 }
 
 func (h *harness) startBinary(extraArgs ...string) *process {
@@ -160,34 +157,13 @@ func (h *harness) startBinary(extraArgs ...string) *process {
 		"--mailgun-recheck-interval=1s",
 		"--zap-log-level=debug",
 	}, extraArgs...)
-	cmd := exec.Command(bin, args...)
-	cmd.Env = []string{"KUBECONFIG=" + kubeconfig, "HOME=" + h.t.TempDir()}
+	environ := []string{"KUBECONFIG=" + kubeconfig, "HOME=" + h.t.TempDir()}
 	for k, v := range h.env {
-		cmd.Env = append(cmd.Env, k+"="+v)
+		environ = append(environ, k+"="+v)
 	}
-	p := &process{cmd: cmd, healthAddr: healthAddr, logs: h.logs, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = h.logs, h.logs
-	if err := cmd.Start(); err != nil {
-		h.t.Fatalf("starting manager: %v", err)
-	}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	h.t.Cleanup(func() { p.kill(h.t) })
-	return p
-}
-
-// kill ends the process with SIGKILL, as a node failure or OOM kill would.
-func (p *process) kill(t *testing.T) {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		t.Errorf("manager process %d did not exit after SIGKILL", p.cmd.Process.Pid)
-	}
+	// The output goes to the harness's log buffer, which the "API key never
+	// logged" check reads.
+	return &process{Proc: proc.StartWithOutput(h.t, "manager", bin, args, environ, h.logs), healthAddr: healthAddr}
 }
 
 // probe GETs a path of the health endpoint.
@@ -206,7 +182,7 @@ func TestCrashBetweenSendAndRecordSendsOnce(t *testing.T) {
 	h.eventually(60*time.Second, "Mailgun to accept the email", func() (bool, string) {
 		return len(h.emailsFor("crash")) == 1, "no email yet"
 	})
-	p.kill(t)
+	p.Kill() // as a node failure or an OOM kill would
 
 	mc := h.get("crash")
 	if mc.Annotations[infrav1.SendAttemptedAtAnnotation] == "" || mc.Annotations[infrav1.AcceptedMessageIDAnnotation] != "" {

@@ -35,8 +35,10 @@ import (
 
 // Proc is a process the test started; it is stopped by PID at the end.
 type Proc struct {
-	Name    string
-	Cmd     *exec.Cmd
+	Name string
+	Cmd  *exec.Cmd
+	// logPath is the process's log file; empty when its output goes to a
+	// writer of the caller's.
 	logPath string
 	done    chan struct{}
 	stopped sync.Once
@@ -50,22 +52,38 @@ func Start(t *testing.T, logDir, name, bin string, args, env []string) *Proc {
 	if err != nil {
 		t.Fatalf("opening log for %s: %v", name, err)
 	}
+	p := start(t, name, bin, args, env, logFile, func() { _ = logFile.Close() })
+	p.logPath = logPath
+	t.Logf("started %s (pid %d), log %s", name, p.Cmd.Process.Pid, logPath)
+	return p
+}
+
+// StartWithOutput starts bin with args and env, writing its stdout and
+// stderr to out, e.g. a buffer the test inspects.
+func StartWithOutput(t *testing.T, name, bin string, args, env []string, out io.Writer) *Proc {
+	t.Helper()
+	p := start(t, name, bin, args, env, out, func() {})
+	t.Logf("started %s (pid %d)", name, p.Cmd.Process.Pid)
+	return p
+}
+
+func start(t *testing.T, name, bin string, args, env []string, out io.Writer, closeOut func()) *Proc {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Stdout, cmd.Stderr = out, out
 	// Own process group, so that teardown reaches children too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		_ = logFile.Close()
+		closeOut()
 		t.Fatalf("starting %s: %v", name, err)
 	}
-	p := &Proc{Name: name, Cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	p := &Proc{Name: name, Cmd: cmd, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
-		_ = logFile.Close()
+		closeOut()
 		close(p.done)
 	}()
-	t.Logf("started %s (pid %d), log %s", name, cmd.Process.Pid, logPath)
 	t.Cleanup(p.Stop)
 	return p
 }
@@ -106,8 +124,11 @@ func (p *Proc) Exited() bool {
 	}
 }
 
-// Tail returns the last n lines of the process's log.
+// Tail returns the last n lines of the process's log file.
 func (p *Proc) Tail(n int) string {
+	if p.logPath == "" {
+		return "(output went to the test's own writer)"
+	}
 	b, err := os.ReadFile(p.logPath)
 	if err != nil {
 		return err.Error()
