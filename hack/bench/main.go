@@ -28,7 +28,6 @@ import (
 	"bufio"
 	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -42,9 +41,11 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -61,6 +62,10 @@ import (
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/proc"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/testenv"
 )
+
+// inFlight is how many creates or patches of its own the bench has in
+// flight at a time.
+const inFlight = 20
 
 const (
 	domain    = "mg.bench.example.com"
@@ -209,7 +214,7 @@ func runOperator(ctx context.Context, env *testenv.Env, proxy *apiproxy.Proxy, f
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	// The clock starts once the manager is ready: this measures throughput,
 	// not start-up.
-	if err := waitReady(probes, 30*time.Second); err != nil {
+	if err := waitReady(ctx, probes, 30*time.Second); err != nil {
 		return result{}, fmt.Errorf("operator run: %w (log %s)", err, logFile.Name())
 	}
 
@@ -247,18 +252,17 @@ var bareClients = []bareClient{
 
 // waitReady waits until the manager's /readyz answers 200, i.e. its caches
 // have synced and the Mailgun settings checked out.
-func waitReady(addr string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		code, body := proc.HTTPGet(addr, "/readyz")
-		if code == http.StatusOK {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("manager not ready after %v: %d %s", timeout, code, body)
-		}
-		time.Sleep(100 * time.Millisecond)
+func waitReady(ctx context.Context, addr string, timeout time.Duration) error {
+	var code int
+	var body string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		code, body = proc.HTTPGet(addr, "/readyz")
+		return code == http.StatusOK, nil
+	})
+	if err != nil {
+		return fmt.Errorf("manager not ready after %v: %d %s", timeout, code, body)
 	}
+	return nil
 }
 
 // runBare does the job with a bare client: send, then write the message ID
@@ -385,18 +389,15 @@ func createAndWait(ctx context.Context, c client.Client, cfg *rest.Config, ns st
 	created := map[string]time.Time{}
 	start := time.Now()
 	go func() {
-		sem := make(chan struct{}, 20)
-		var wg sync.WaitGroup
+		var g errgroup.Group
+		g.SetLimit(inFlight)
 		for i := range n {
-			sem <- struct{}{}
-			wg.Add(1)
-			go func(i int) {
-				defer func() { <-sem; wg.Done() }()
+			g.Go(func() error {
 				name := fmt.Sprintf("mc-%05d", i)
 				cluster := testenv.ClusterFor(ns, name)
 				if err := c.Create(ctx, cluster); err != nil {
 					fmt.Fprintf(os.Stderr, "create: %v\n", err)
-					return
+					return nil
 				}
 				mc := &infrav1.MailgunCluster{
 					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, OwnerReferences: []metav1.OwnerReference{testenv.OwnerRef(cluster)}},
@@ -405,14 +406,15 @@ func createAndWait(ctx context.Context, c client.Client, cfg *rest.Config, ns st
 				t := time.Now()
 				if err := c.Create(ctx, mc); err != nil {
 					fmt.Fprintf(os.Stderr, "create: %v\n", err)
-					return
+					return nil
 				}
 				mu.Lock()
 				created[name] = t
 				mu.Unlock()
-			}(i)
+				return nil
+			})
 		}
-		wg.Wait()
+		_ = g.Wait()
 	}()
 
 	select {
@@ -442,30 +444,20 @@ func cleanup(ctx context.Context, c client.Client, ns string) error {
 	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
 		return err
 	}
-	sem := make(chan struct{}, 20)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs []error
+	var g errgroup.Group
+	g.SetLimit(inFlight)
 	for i := range list.Items {
 		mc := &list.Items[i]
 		if len(mc.Finalizers) == 0 {
 			continue
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			base := mc.DeepCopy()
 			mc.Finalizers = nil
-			if err := c.Patch(ctx, mc, client.MergeFrom(base)); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		}()
+			return c.Patch(ctx, mc, client.MergeFrom(base))
+		})
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := g.Wait(); err != nil {
 		return fmt.Errorf("removing finalizers in %s: %w", ns, err)
 	}
 	if err := c.DeleteAllOf(ctx, &infrav1.MailgunCluster{}, client.InNamespace(ns)); err != nil {
@@ -512,21 +504,19 @@ func memory(ctx context.Context, env *testenv.Env, manager, kubeconfig, dir stri
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return 0, 0, err
 	}
-	sem := make(chan struct{}, 20)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(inFlight)
 	for i := range n {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func(i int) {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			mc := &infrav1.MailgunCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("mc-%05d", i)},
 				Spec: infrav1.MailgunClusterSpec{Priority: infrav1.PriorityUrgent, Request: "memory", Requester: "ops@example.com"}}
 			if err := env.Client.Create(ctx, mc); err != nil {
 				fmt.Fprintf(os.Stderr, "create: %v\n", err)
 			}
-		}(i)
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 
 	// The watch filter keeps the manager from reconciling (and writing):
 	// it caches every object but acts on none.
