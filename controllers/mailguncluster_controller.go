@@ -128,10 +128,14 @@ type MailgunClusterReconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:namespace=system,groups="",resources=secrets;configmaps,verbs=get;list;watch
 
+// conflictRetryDelay is how soon a reconcile whose final write lost a race
+// with another writer runs again, if nothing else brings it back sooner.
+const conflictRetryDelay = time.Second
+
 // Reconcile reads top-down: get the MailgunCluster, find its owner Cluster,
 // honour pausing, then either send the request email or handle deletion,
 // and finally patch the object.
-func (r *MailgunClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+func (r *MailgunClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	log := ctrl.LoggerFrom(ctx)
 
 	mc := &infrav1.MailgunCluster{}
@@ -153,8 +157,23 @@ func (r *MailgunClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 
 	s := newScope(mc, r.Client)
 	defer func() {
-		if err := s.patch(ctx); err != nil {
+		err := s.patch(ctx)
+		switch {
+		case err == nil:
+		case apierrors.IsConflict(err) && retErr == nil:
+			// Someone else (Cluster API, an earlier reconcile our cache has
+			// not seen yet) wrote the object first: this is normal, and the
+			// newer version brings us back. Retry from it, quietly.
+			log.V(1).Info("MailgunCluster changed while reconciling; retrying from the newer version", "reason", err.Error())
+			if res.IsZero() {
+				res = ctrl.Result{RequeueAfter: conflictRetryDelay}
+			}
+		default:
 			retErr = errors.Join(retErr, err)
+		}
+		// controller-runtime ignores the result next to an error.
+		if retErr != nil {
+			res = ctrl.Result{}
 		}
 	}()
 
