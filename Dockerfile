@@ -1,6 +1,11 @@
 # Builds the manager image. The binary is static and runs as non-root on a
 # distroless base, with a read-only root filesystem (see config/manager).
-FROM golang:1.26 AS builder
+# Both base images are build arguments, so that a mirror or a local stand-in
+# can take their place (hack/images.sh does, on machines that cannot pull).
+ARG BUILDER_IMAGE=golang:1.26
+ARG BASE_IMAGE=gcr.io/distroless/static:nonroot
+
+FROM ${BUILDER_IMAGE} AS builder
 ARG TARGETOS
 ARG TARGETARCH
 
@@ -16,7 +21,7 @@ COPY internal/ internal/
 RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
     go build -trimpath -ldflags "-s -w" -o manager .
 
-FROM gcr.io/distroless/static:nonroot
+FROM ${BASE_IMAGE}
 WORKDIR /
 COPY --from=builder /workspace/manager .
 USER 65532:65532

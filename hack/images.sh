@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Builds container images with buildah and pushes them to a registry.
+#
+#   images.sh node-images REGISTRY   the test node's pause and CoreDNS images
+#   images.sh olm REGISTRY OLM_IMAGE OPM_IMAGE  OLM v0's image (olm, catalog,
+#                                    package-server, copy-content, cpb, cp) and
+#                                    opm's (opm, grpc_health_probe)
+#   images.sh operator REGISTRY IMAGE          the manager image, from ./Dockerfile
+#   images.sh bundle REGISTRY IMAGE [DIR]      a bundle image, from ./bundle.Dockerfile
+#                                              (DIR: a directory holding bundle/ to use
+#                                              instead of the repository's)
+#   images.sh push REGISTRY IMAGE             push an image built before
+#   images.sh sizes IMAGE...                  print the images' sizes
+#   images.sh catalog REGISTRY IMAGE DIR       a catalog image from the catalog DIR
+#                                              and DIR.Dockerfile (make catalog)
+#
+# IMAGE is the published name (e.g. ghcr.io/capi-mailgun/...:v0.1.0); it is
+# pushed to REGISTRY under the same repository path, which is where the test
+# node's containerd mirrors resolve the published registries to.
+#
+# Public base images cannot be pulled here, so the Dockerfiles' base images
+# are replaced, through their build arguments, by local stand-ins built from
+# what the machine has: a static non-root base with CA certificates, and a
+# Go builder that uses this machine's Go toolchain and module cache.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+out="$root/bin/images"
+# buildah keeps its storage in bin/ (a cache, git-ignored): vfs works in this
+# sandbox, and chroot isolation needs no user namespaces.
+BUILDAH=(buildah --root "$root/bin/buildah/root" --runroot "$root/bin/buildah/run" --storage-driver vfs)
+BASE_IMAGE=localhost/capmg-stand-in/static-nonroot:latest
+BUILDER_IMAGE=localhost/capmg-stand-in/golang:latest
+
+log() { printf '==> %s\n' "$*" >&2; }
+
+# push LOCAL PUBLISHED REGISTRY: push LOCAL to REGISTRY under PUBLISHED's
+# repository path (the registry host is dropped).
+push() {
+  local repo=${2#*/}
+  "${BUILDAH[@]}" push --tls-verify=false --quiet "$1" "docker://$3/$repo" >/dev/null
+  log "pushed $2 (as $3/$repo)"
+}
+
+# go_build DIR PKG OUT [TAGS]: a static binary from the module in DIR.
+go_build() {
+  mkdir -p "$(dirname "$3")"
+  (cd "$1" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -tags "${4:-}" -o "$3" "$2")
+}
+
+# scratch_image NAME USER ENTRYPOINT_JSON FILE=PATH...: an image FROM scratch
+# with the given files, user and entrypoint, and PATH=/bin.
+scratch_image() {
+  local name=$1 user=$2 entrypoint=$3; shift 3
+  local c f
+  c=$("${BUILDAH[@]}" from scratch)
+  for f in "$@"; do "${BUILDAH[@]}" copy --quiet "$c" "${f%%=*}" "${f#*=}" >/dev/null; done
+  "${BUILDAH[@]}" config --user "$user" --workingdir / --env PATH=/bin --entrypoint "$entrypoint" "$c"
+  "${BUILDAH[@]}" commit --quiet --rm "$c" "$name" >/dev/null
+}
+
+# stand_ins builds the two base images the Dockerfiles take as arguments.
+stand_ins() {
+  mkdir -p "$out/base/etc/ssl/certs" "$out/base/tmp"
+  printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$out/base/etc/passwd"
+  printf 'root:x:0:\nnonroot:x:65532:\n' >"$out/base/etc/group"
+  cp /etc/ssl/certs/ca-certificates.crt "$out/base/etc/ssl/certs/"
+  chmod 1777 "$out/base/tmp"
+  scratch_image "$BASE_IMAGE" 65532:65532 '[]' "$out/base=/"
+  # The builder: a shell (busybox) for the Dockerfile's RUN lines; Go and the
+  # module and build caches are mounted from the host at build time.
+  mkdir -p "$out/builder/bin" "$out/builder/etc/ssl/certs" "$out/builder/tmp"
+  chmod 1777 "$out/builder/tmp"
+  cp /bin/busybox "$out/builder/bin/busybox"
+  # The module proxy is reached through this machine's trusted CAs.
+  cp /etc/ssl/certs/ca-certificates.crt "$out/builder/etc/ssl/certs/"
+  local a
+  for a in sh env mkdir cp rm ls cat; do ln -sf busybox "$out/builder/bin/$a"; done
+  local c
+  c=$("${BUILDAH[@]}" from scratch)
+  "${BUILDAH[@]}" copy --quiet "$c" "$out/builder" / >/dev/null
+  "${BUILDAH[@]}" config --env PATH=/usr/local/go/bin:/go/bin:/bin --env GOPATH=/go --env HOME=/root \
+    --env GOTOOLCHAIN=local --env GOFLAGS=-mod=mod "$c"
+  "${BUILDAH[@]}" commit --quiet --rm "$c" "$BUILDER_IMAGE" >/dev/null
+}
+
+case "${1:-}" in
+  node-images)
+    registry=$2
+    go_build "$root/hack/node" github.com/coredns/coredns "$out/coredns/coredns"
+    go_build "$root/hack/node" ./pause "$out/pause/pause"
+    scratch_image localhost/capmg-node/pause:3.10 65535:65535 '["/pause"]' "$out/pause/pause=/pause"
+    scratch_image localhost/capmg-node/coredns:v1.14.7 65532:65532 '["/coredns"]' "$out/coredns/coredns=/coredns"
+    push localhost/capmg-node/pause:3.10 registry.k8s.io/pause:3.10 "$registry"
+    push localhost/capmg-node/coredns:v1.14.7 registry.k8s.io/coredns/coredns:v1.14.7 "$registry"
+    ;;
+  olm)
+    registry=$2 olm_image=$3 opm_image=$4
+    olm_mod=github.com/operator-framework/operator-lifecycle-manager
+    for b in cmd/olm cmd/catalog cmd/package-server cmd/copy-content util/cpb; do
+      go_build "$root/hack/olm" "$olm_mod/$b" "$out/olm/bin/${b#*/}"
+    done
+    # As upstream's image (distroless static:debug): bundle unpack Jobs run
+    # /bin/cp from it, which busybox provides.
+    mkdir -p "$out/olm/busybox"
+    cp /bin/busybox "$out/olm/busybox/busybox"
+    ln -sf busybox "$out/olm/busybox/cp"
+    ln -sf /busybox/cp "$out/olm/bin/cp"
+    go_build "$root/hack/opm" github.com/operator-framework/operator-registry/cmd/opm "$out/opm/bin/opm" "json1 containers_image_openpgp"
+    # OLM's catalog pods probe opm with it, as the published opm image has.
+    go_build "$root/hack/node" github.com/grpc-ecosystem/grpc-health-probe "$out/opm/bin/grpc_health_probe"
+    mkdir -p "$out/olm/tmp" "$out/opm/tmp" && chmod 1777 "$out/olm/tmp" "$out/opm/tmp"
+    scratch_image "$olm_image" 1001 '["/bin/olm"]' "$out/olm=/"
+    # opm serves catalogs and extracts bundles; catalog images build FROM it.
+    scratch_image "$opm_image" 1001:0 '["/bin/opm"]' "$out/opm=/"
+    push "$olm_image" "$olm_image" "$registry"
+    push "$opm_image" "$opm_image" "$registry"
+    ;;
+  operator)
+    registry=$2 image=$3
+    stand_ins
+    log "building $image from Dockerfile"
+    "${BUILDAH[@]}" bud --quiet --isolation chroot --layers=false \
+      --build-arg "BUILDER_IMAGE=$BUILDER_IMAGE" --build-arg "BASE_IMAGE=$BASE_IMAGE" \
+      --build-arg TARGETOS=linux --build-arg "TARGETARCH=$(go env GOARCH)" \
+      --volume /usr/local/go:/usr/local/go:ro \
+      --volume "$(go env GOMODCACHE):/go/pkg/mod" --volume "$(go env GOCACHE):/root/.cache/go-build" \
+      --env "GOPROXY=$(go env GOPROXY)" --env "GONOSUMDB=$(go env GONOSUMDB)" --env "GOSUMDB=$(go env GOSUMDB)" \
+      -f "$root/Dockerfile" -t "$image" "$root" >/dev/null
+    push "$image" "$image" "$registry"
+    ;;
+  bundle)
+    registry=$2 image=$3 dir=${4:-$root}
+    log "building $image from bundle.Dockerfile"
+    "${BUILDAH[@]}" bud --quiet --isolation chroot -f "$root/bundle.Dockerfile" -t "$image" "$dir" >/dev/null
+    push "$image" "$image" "$registry"
+    ;;
+  catalog)
+    registry=$2 image=$3 dir=$4
+    log "building $image from $dir.Dockerfile"
+    "${BUILDAH[@]}" bud --quiet --isolation chroot -f "$dir.Dockerfile" -t "$image" "$(dirname "$dir")" >/dev/null
+    push "$image" "$image" "$registry"
+    ;;
+  push)
+    push "$3" "$3" "$2"
+    ;;
+  sizes)
+    shift
+    for i in "$@"; do
+      "${BUILDAH[@]}" images --format '{{.Name}}:{{.Tag}} {{.Size}}' "$i" | sed 's/^/==> image size: /'
+    done
+    ;;
+  *)
+    echo "usage: images.sh node-images|olm|operator|bundle|catalog|push|sizes ..." >&2
+    exit 1
+    ;;
+esac
