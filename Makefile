@@ -29,8 +29,6 @@ LOCALBIN ?= $(CURDIR)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 KUSTOMIZE ?= $(LOCALBIN)/kustomize
 OPM ?= $(LOCALBIN)/opm
-OLM_OPERATOR ?= $(LOCALBIN)/olm
-OLM_CATALOG_OPERATOR ?= $(LOCALBIN)/olm-catalog
 TOOLS_MOD := hack/tools/go.mod
 
 .PHONY: all
@@ -68,6 +66,7 @@ verify: manifests generate bundle ## Fail if generated files (CRDs, RBAC, deepco
 	cd hack/controlplane && go mod tidy
 	cd hack/opm && go mod tidy
 	cd hack/olm && go mod tidy
+	cd hack/node && go mod tidy
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@git diff --exit-code -- . || { echo "Generated files are stale: run 'make manifests generate' and 'go mod tidy', and commit the result."; exit 1; }
 	@test -z "$$(git status --porcelain --untracked-files=all -- config api)" || { git status --porcelain -- config api; echo "Untracked generated files."; exit 1; }
@@ -81,14 +80,21 @@ test: vet controlplane ## Run all tests (unit and against a real control plane),
 	KUBEBUILDER_ASSETS="$$(hack/build-controlplane.sh)" go test -race -count=1 ./...
 
 .PHONY: e2e
-e2e: controlplane $(OPM) $(OLM_OPERATOR) $(OLM_CATALOG_OPERATOR) ## Install from an OLM catalog with real OLM, request a cluster, upgrade (logs in bin/e2e-logs).
-	go build -o $(LOCALBIN)/manager .
-	rm -rf $(LOCALBIN)/e2e-logs
-	KUBEBUILDER_ASSETS="$$(hack/build-controlplane.sh)" \
-	OLM_CRDS="$$(cd hack/olm && go list -m -f '{{.Dir}}' github.com/operator-framework/api)/crds" \
-	OPM=$(OPM) OLM_OPERATOR=$(OLM_OPERATOR) OLM_CATALOG_OPERATOR=$(OLM_CATALOG_OPERATOR) MANAGER=$(LOCALBIN)/manager \
-	E2E_LOG_DIR=$(LOCALBIN)/e2e-logs \
-	go test -tags e2e ./test/e2e/ -count=1 -v -timeout 25m
+e2e: $(OPM) ## The user's path on a real single-node cluster: catalog image -> OLM (as pods) -> operator pod -> email, upgrade, uninstall (needs root; logs in bin/e2e/logs).
+	IMAGE_TAG_BASE=$(IMAGE_TAG_BASE) PACKAGE=$(PACKAGE) OPM=$(OPM) hack/e2e.sh
+
+.PHONY: demo-olm
+demo-olm: $(OPM) ## The user's path as a demo on a real node (needs root): install from the catalog image with OLM, print the email; DEMO_KEEP=1 leaves the node running.
+	E2E_DEMO=1 E2E_KEEP_NODE=$(DEMO_KEEP) IMAGE_TAG_BASE=$(IMAGE_TAG_BASE) PACKAGE=$(PACKAGE) OPM=$(OPM) hack/e2e.sh
+
+.PHONY: node-up
+node-up: ## Start the single-node test cluster (hack/node/node.sh; needs root). KUBECONFIG=/var/lib/capmg-node/admin.kubeconfig
+	hack/node/node.sh up
+
+.PHONY: node-down
+node-down: ## Stop the single-node test cluster and check that nothing of it is left.
+	hack/node/node.sh down
+	hack/node/node.sh check
 
 .PHONY: test-faults
 test-faults: controlplane ## 300 MailgunClusters through crashes, a flaky Mailgun and apiserver: exactly one email each (logs in bin/faults-logs).
@@ -161,9 +167,13 @@ bundle-build: ## Build the bundle image (docker, podman or buildah).
 bundle-push: ## Push the bundle image.
 	$(CONTAINER_TOOL) push $(BUNDLE_IMG)
 
+# The versions the catalog's channel lists, oldest first; each replaces the
+# one before. Their bundle images must be pushed (bundle-build bundle-push).
+CATALOG_VERSIONS ?= $(VERSION)
+
 .PHONY: catalog
-catalog: $(OPM) ## Render the file-based catalog (catalog/) from bundle/, write catalog.Dockerfile, and validate it.
-	hack/render-catalog.sh $(OPM) $(PACKAGE) $(DEFAULT_CHANNEL) catalog
+catalog: $(OPM) ## Render the file-based catalog (catalog/) from the bundle images of CATALOG_VERSIONS, write catalog.Dockerfile, and validate it.
+	hack/render-catalog.sh $(OPM) $(PACKAGE) $(DEFAULT_CHANNEL) catalog $(IMAGE_TAG_BASE)-bundle $(CATALOG_VERSIONS)
 
 .PHONY: catalog-build
 catalog-build: catalog ## Build the catalog image.
@@ -220,12 +230,6 @@ $(CONTROLLER_GEN): $(TOOLS_MOD) | $(LOCALBIN)
 
 $(KUSTOMIZE): $(TOOLS_MOD) | $(LOCALBIN)
 	cd hack/tools && go build -o $(KUSTOMIZE) sigs.k8s.io/kustomize/kustomize/v5
-
-$(OLM_OPERATOR): hack/olm/go.mod | $(LOCALBIN)
-	cd hack/olm && go build -o $(OLM_OPERATOR) github.com/operator-framework/operator-lifecycle-manager/cmd/olm
-
-$(OLM_CATALOG_OPERATOR): hack/olm/go.mod | $(LOCALBIN)
-	cd hack/olm && go build -o $(OLM_CATALOG_OPERATOR) github.com/operator-framework/operator-lifecycle-manager/cmd/catalog
 
 # opm needs these build tags (sqlite JSON1, no gpgme).
 $(OPM): hack/opm/go.mod | $(LOCALBIN)

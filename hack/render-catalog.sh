@@ -1,41 +1,71 @@
 #!/usr/bin/env bash
-# Renders the file-based catalog (olm.package, olm.channel, olm.bundle) of
-# this operator from bundle/, validates it with opm, and writes the
-# catalog's Dockerfile next to it.
+# Renders this operator's file-based catalog (olm.package, one olm.channel,
+# an olm.bundle per version) from its bundle images, validates it with opm,
+# and writes the catalog's Dockerfile next to it.
 #
-# The bundle is rendered from its directory, not from an image: its objects
-# are carried inline (olm.bundle.object), so OLM needs no unpack job to
-# install it. A catalog for a registry would render $BUNDLE_IMG instead.
+# Bundles are rendered from their images, so every entry carries the bundle's
+# `image:` and `olm.csv.metadata` instead of inline objects: OLM v0 unpacks
+# the bundle image with a Job, and OLM v1 and OperatorHub's tooling accept
+# the catalog. The bundle images must be pushed first (make bundle-build
+# bundle-push). Each version replaces the one before it in the channel.
 #
-# Usage: render-catalog.sh OPM PACKAGE DEFAULT_CHANNEL OUTPUT_DIR
+# CATALOG_PULL_REGISTRY (optional, e.g. 127.0.0.1:5000) pulls the bundles
+# from that registry over plain HTTP instead of their published registry;
+# the catalog still names the published images.
+#
+# Usage: render-catalog.sh OPM PACKAGE CHANNEL OUTPUT_DIR BUNDLE_REPO VERSION...
+#   e.g. render-catalog.sh bin/opm my-operator stable catalog ghcr.io/me/my-operator-bundle 0.1.0 0.1.1
 set -euo pipefail
 
-opm=$1 package=$2 channel=$3 out=$4
+opm=$1 package=$2 channel=$3 out=$4 bundle_repo=$5
+shift 5
+(($# > 0)) || { echo "render-catalog.sh: no versions" >&2; exit 1; }
 root=$(cd "$(dirname "$0")/.." && pwd)
-csv="$root/bundle/manifests/$package.clusterserviceversion.yaml"
-[[ -f "$csv" ]] || { echo "no $csv: run make bundle" >&2; exit 1; }
-
 opm_version=$(cd "$root/hack/opm" && go list -m -f "{{.Version}}" github.com/operator-framework/operator-registry)
-csv_name=$(awk '/^  name: /{print $2; exit}' "$csv")
-replaces=$(awk '/^  replaces: /{print $2; exit}' "$csv")
 
+pull_repo=$bundle_repo pull_flags=()
+if [[ -n "${CATALOG_PULL_REGISTRY:-}" ]]; then
+  pull_repo="$CATALOG_PULL_REGISTRY/${bundle_repo#*/}"
+  pull_flags=(--use-http)
+fi
+
+template=$(mktemp)
+trap 'rm -f "$template"' EXIT
+{
+  echo "schema: olm.template.basic"
+  echo "entries:"
+  echo "- schema: olm.channel"
+  echo "  package: $package"
+  echo "  name: $channel"
+  echo "  entries:"
+  prev=
+  for v in "$@"; do
+    echo "  - name: $package.v$v"
+    [[ -n $prev ]] && echo "    replaces: $package.v$prev"
+    prev=$v
+  done
+  for v in "$@"; do
+    echo "- schema: olm.bundle"
+    echo "  image: $pull_repo:v$v"
+  done
+} >"$template"
+
+rm -rf "$out"
 mkdir -p "$out/$package"
 {
   "$opm" init "$package" --default-channel="$channel" \
     --icon="$root/docs/images/icon.svg" --description="$root/docs/package-description.md" --output=yaml
   echo "---"
-  echo "schema: olm.channel"
-  echo "package: $package"
-  echo "name: $channel"
-  echo "entries:"
-  echo "- name: $csv_name"
-  if [[ -n "$replaces" ]]; then echo "  replaces: $replaces"; fi
-  echo "---"
-  "$opm" render "$root/bundle" --output=yaml
-} > "$out/$package/index.yaml"
+  "$opm" alpha render-template basic "$template" "${pull_flags[@]}" \
+    --migrate-level=bundle-object-to-csv-metadata --output=yaml | sed "s#$pull_repo:#$bundle_repo:#g"
+} >"$out/$package/index.yaml"
 
+if grep -q 'olm.bundle.object' "$out/$package/index.yaml"; then
+  echo "render-catalog.sh: the catalog carries inline bundle objects" >&2
+  exit 1
+fi
 "$opm" validate "$out"
 rm -f "$out.Dockerfile"
 "$opm" generate dockerfile "$out" \
   --builder-image "quay.io/operator-framework/opm:$opm_version" --base-image "quay.io/operator-framework/opm:$opm_version"
-echo "catalog written to $out/ and $out.Dockerfile; opm validate passed"
+echo "catalog written to $out/ and $out.Dockerfile; opm validate passed" >&2

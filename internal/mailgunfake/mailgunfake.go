@@ -26,6 +26,7 @@ package mailgunfake
 
 import (
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -133,14 +134,26 @@ func Start(domain, apiKey string) *Server {
 	return s
 }
 
-// StartOn is Start on a given loopback address, e.g. "127.0.0.1:0".
+// StartOn is Start on a given address: a loopback one, or an address of
+// this machine's own interfaces such as the test node's bridge, where the
+// node's pods reach it (e.g. "10.244.0.1:0").
 func StartOn(addr, domain, apiKey string) (*Server, error) {
+	return startOn(addr, domain, apiKey, nil)
+}
+
+// StartTLSOn is StartOn serving HTTPS with the given certificate: the
+// operator talks plain HTTP only to loopback addresses.
+func StartTLSOn(addr, domain, apiKey string, cert tls.Certificate) (*Server, error) {
+	return startOn(addr, domain, apiKey, &cert)
+}
+
+func startOn(addr, domain, apiKey string, cert *tls.Certificate) (*Server, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
 	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return nil, fmt.Errorf("the fake only listens on loopback, not %q", addr)
+	if ok, err := isLocalAddress(host); err != nil || !ok {
+		return nil, fmt.Errorf("the fake only listens on this machine's own addresses, not %q (%v)", addr, err)
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -149,12 +162,39 @@ func StartOn(addr, domain, apiKey string) (*Server, error) {
 	s := &Server{Domain: domain, APIKey: apiKey, hang: make(chan struct{})}
 	s.srv = &httptest.Server{Listener: l, Config: &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 10 * time.Second,
 		ConnState: s.countConnections}}
-	s.srv.Start()
+	if cert == nil {
+		s.srv.Start()
+		return s, nil
+	}
+	s.srv.TLS = &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12}
+	s.srv.StartTLS()
 	return s, nil
 }
 
 // APIBase is the base URL to configure the client with (MAILGUN_API_BASE).
 func (s *Server) APIBase() string { return s.srv.URL + "/v3" }
+
+// isLocalAddress says whether host is a loopback address or one assigned to
+// an interface of this machine.
+func isLocalAddress(host string) (bool, error) {
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return false, fmt.Errorf("not an IP address")
+	}
+	if ip.IsLoopback() {
+		return true, nil
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false, err
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
 
 // Close stops the server, releasing hanging requests.
 func (s *Server) Close() {
@@ -512,6 +552,9 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	nq.Set("page", "next")
 	next.RawQuery = nq.Encode()
 	next.Scheme, next.Host = "http", r.Host
+	if r.TLS != nil {
+		next.Scheme = "https"
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": items, "paging": map[string]string{"next": next.String()}})
 }
 

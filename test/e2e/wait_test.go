@@ -21,11 +21,8 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
-
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/proc"
 )
 
 // waitFor polls cond every 500ms until it holds, failing the test with
@@ -49,19 +46,4 @@ func waitFor(ctx context.Context, t *testing.T, timeout time.Duration, what stri
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-}
-
-func waitForPort(ctx context.Context, t *testing.T, addr string, p *proc.Proc) {
-	t.Helper()
-	waitFor(ctx, t, 60*time.Second, p.Name+" to listen on "+addr, func() string { return p.Tail(30) }, func() (bool, string) {
-		if p.Exited() {
-			t.Fatalf("%s exited:\n%s", p.Name, p.Tail(40))
-		}
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err != nil {
-			return false, err.Error()
-		}
-		_ = c.Close()
-		return true, ""
-	})
 }
