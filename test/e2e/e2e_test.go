@@ -254,37 +254,31 @@ func (s *suite) installOLM() {
 // rewriteOLMImages points OLM's containers at the images built here and
 // gives catalog-operator the opm and util images it runs in unpack Jobs.
 func (s *suite) rewriteOLMImages(obj *unstructured.Unstructured) {
-	var containersPath []string
+	containers := []string{"spec", "template", "spec", "containers"}
 	switch obj.GetKind() {
 	case "Deployment":
-		containersPath = []string{"spec", "template", "spec", "containers"}
-	case "ClusterServiceVersion":
+		s.rewriteContainers(obj.Object, containers)
+	case "ClusterServiceVersion": // the packageserver's
 		deps, _, _ := unstructured.NestedSlice(obj.Object, "spec", "install", "spec", "deployments")
-		for i, d := range deps {
-			dm := d.(map[string]any)
-			containers, _, _ := unstructured.NestedSlice(dm, "spec", "template", "spec", "containers")
-			for j := range containers {
-				containers[j].(map[string]any)["image"] = s.cfg.olmImage
-			}
-			_ = unstructured.SetNestedSlice(dm, containers, "spec", "template", "spec", "containers")
-			deps[i] = dm
+		for _, d := range deps {
+			s.rewriteContainers(d.(map[string]any), containers)
 		}
 		_ = unstructured.SetNestedSlice(obj.Object, deps, "spec", "install", "spec", "deployments")
-		return
-	default:
-		return
 	}
-	containers, _, _ := unstructured.NestedSlice(obj.Object, containersPath...)
-	for i, c := range containers {
+}
+
+func (s *suite) rewriteContainers(podOwner map[string]any, path []string) {
+	containers, _, _ := unstructured.NestedSlice(podOwner, path...)
+	for _, c := range containers {
 		cm := c.(map[string]any)
 		cm["image"] = s.cfg.olmImage
 		if cm["name"] == "catalog-operator" {
-			args := []any{"--namespace", olmNS, "--util-image", s.cfg.olmImage, "--opmImage", s.cfg.opmImage}
-			cm["args"] = args
+			// The util and opm images that bundle unpack Jobs run: the
+			// ones built here, not upstream's digests.
+			cm["args"] = []any{"--namespace", olmNS, "--util-image", s.cfg.olmImage, "--opmImage", s.cfg.opmImage}
 		}
-		containers[i] = cm
 	}
-	_ = unstructured.SetNestedSlice(obj.Object, containers, containersPath...)
+	_ = unstructured.SetNestedSlice(podOwner, containers, path...)
 }
 
 // addCatalog adds the catalog image as a CatalogSource and waits for OLM to
@@ -991,6 +985,9 @@ func followPodLogs(ctx context.Context, cs *kubernetes.Clientset, namespace, sel
 
 func (l *podLogs) follow(ctx context.Context, cs *kubernetes.Clientset, namespace, name, dir string) {
 	stream, err := cs.CoreV1().Pods(namespace).GetLogs(name, &corev1.PodLogOptions{Container: "manager", Follow: true}).Stream(ctx)
+	if apierrors.IsNotFound(err) {
+		return // gone between listing and following: nothing to read
+	}
 	if err != nil {
 		l.add(fmt.Sprintf(`{"level":"error","msg":"e2e: cannot follow the log of %s: %v"}`, name, err))
 		return
