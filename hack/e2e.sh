@@ -54,9 +54,7 @@ hack/images.sh olm "$registry" "$olm_image" "$opm_image"
 hack/images.sh operator "$registry" "$IMAGE_TAG_BASE:v$v1"
 # 0.1.1 is the same code under the next version's name: what the upgrade
 # tests is OLM's path from one release to the next.
-buildah --root bin/buildah/root --runroot bin/buildah/run --storage-driver vfs \
-  tag "$IMAGE_TAG_BASE:v$v1" "$IMAGE_TAG_BASE:v$v2"
-hack/images.sh push "$registry" "$IMAGE_TAG_BASE:v$v2"
+hack/images.sh retag "$registry" "$IMAGE_TAG_BASE:v$v1" "$IMAGE_TAG_BASE:v$v2"
 hack/images.sh bundle "$registry" "$IMAGE_TAG_BASE-bundle:v$v1"
 go run ./hack/bundle --version "$v2" --replaces "$PACKAGE.v$v1" --image "$IMAGE_TAG_BASE:v$v2" \
   --output-dir "$work/v$v2/bundle" >/dev/null

@@ -9,7 +9,7 @@
 #   images.sh bundle REGISTRY IMAGE [DIR]      a bundle image, from ./bundle.Dockerfile
 #                                              (DIR: a directory holding bundle/ to use
 #                                              instead of the repository's)
-#   images.sh push REGISTRY IMAGE             push an image built before
+#   images.sh retag REGISTRY IMAGE NEW        tag an image built before as NEW, push NEW
 #   images.sh sizes IMAGE...                  print the images' sizes
 #   images.sh catalog REGISTRY IMAGE DIR       a catalog image from the catalog DIR
 #                                              and DIR.Dockerfile (make catalog)
@@ -141,8 +141,9 @@ case "${1:-}" in
     "${BUILDAH[@]}" bud --quiet --isolation chroot -f "$dir.Dockerfile" -t "$image" "$(dirname "$dir")" >/dev/null
     push "$image" "$image" "$registry"
     ;;
-  push)
-    push "$3" "$3" "$2"
+  retag)
+    "${BUILDAH[@]}" tag "$3" "$4"
+    push "$4" "$4" "$2"
     ;;
   sizes)
     shift
@@ -151,7 +152,7 @@ case "${1:-}" in
     done
     ;;
   *)
-    echo "usage: images.sh node-images|olm|operator|bundle|catalog|push|sizes ..." >&2
+    echo "usage: images.sh node-images|olm|operator|bundle|catalog|retag|sizes ..." >&2
     exit 1
     ;;
 esac

@@ -134,20 +134,11 @@ func Start(domain, apiKey string) *Server {
 	return s
 }
 
-// StartOn is Start on a given address: a loopback one, or an address of
-// this machine's own interfaces such as the test node's bridge, where the
-// node's pods reach it (e.g. "10.244.0.1:0").
-func StartOn(addr, domain, apiKey string) (*Server, error) {
-	return startOn(addr, domain, apiKey, nil)
-}
-
-// StartTLSOn is StartOn serving HTTPS with the given certificate: the
-// operator talks plain HTTP only to loopback addresses.
+// StartTLSOn is Start serving HTTPS with the given certificate on a given
+// address: a loopback one, or an address of this machine's own interfaces
+// such as the test node's bridge, where the node's pods reach it (e.g.
+// "10.244.0.1:0"). The operator talks plain HTTP only to loopback.
 func StartTLSOn(addr, domain, apiKey string, cert tls.Certificate) (*Server, error) {
-	return startOn(addr, domain, apiKey, &cert)
-}
-
-func startOn(addr, domain, apiKey string, cert *tls.Certificate) (*Server, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
@@ -162,11 +153,7 @@ func startOn(addr, domain, apiKey string, cert *tls.Certificate) (*Server, error
 	s := &Server{Domain: domain, APIKey: apiKey, hang: make(chan struct{})}
 	s.srv = &httptest.Server{Listener: l, Config: &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 10 * time.Second,
 		ConnState: s.countConnections}}
-	if cert == nil {
-		s.srv.Start()
-		return s, nil
-	}
-	s.srv.TLS = &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12}
+	s.srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	s.srv.StartTLS()
 	return s, nil
 }
