@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -31,6 +32,7 @@ import (
 
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
@@ -293,14 +295,22 @@ func TestStaleCacheDoesNotCauseASecondEmail(t *testing.T) {
 	}
 }
 
+// TestLeaderElectionLetsOneReplicaSend runs two replicas with leader
+// election: only one may run the controller, the other stands by, and
+// neither logs an error when they stop (controller-runtime reports the
+// lease release on shutdown as "leader election lost").
 func TestLeaderElectionLetsOneReplicaSend(t *testing.T) {
 	h := newHarness(t)
-	leaderElect := func(o *operator.Options) {
-		o.LeaderElect = true
-		o.LeaderElectionID = "capmg-" + h.ns
+	replicas := []*syncBuffer{{}, {}}
+	var stops []func()
+	for _, logs := range replicas {
+		stops = append(stops, h.startManager(func(o *operator.Options) {
+			o.LeaderElect = true
+			o.LeaderElectionID = "capmg-" + h.ns
+			logger := zap.New(zap.WriteTo(io.MultiWriter(logs, h.logs)), zap.UseDevMode(true))
+			o.Logger = &logger
+		}))
 	}
-	h.startManager(leaderElect)
-	h.startManager(leaderElect)
 	for i := range 5 {
 		h.createOwned(fmt.Sprintf("replicated-%d", i))
 	}
@@ -311,4 +321,25 @@ func TestLeaderElectionLetsOneReplicaSend(t *testing.T) {
 		n := len(h.fake.Messages())
 		return n == 5, fmt.Sprintf("%d emails for 5 objects", n)
 	})
+	// "Starting workers" is logged by a controller that runs; a standby
+	// replica never logs it.
+	running := 0
+	for _, logs := range replicas {
+		if strings.Contains(logs.String(), "Starting workers") {
+			running++
+		}
+	}
+	if running != 1 {
+		t.Errorf("%d replicas ran the controller, want exactly 1", running)
+	}
+	for _, stop := range stops {
+		stop()
+	}
+	for i, logs := range replicas {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, "\tERROR\t") {
+				t.Errorf("replica %d logged an error: %s", i, line)
+			}
+		}
+	}
 }

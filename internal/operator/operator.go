@@ -288,9 +288,11 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 		RetryPeriod:                   &o.RetryPeriod,
 		WebhookServer:                 webhook.NewServer(webhook.Options{}),
 	}
+	logger := ctrl.Log
 	if o.Logger != nil {
-		mgrOptions.Logger = *o.Logger
+		logger = *o.Logger
 	}
+	mgrOptions.Logger = quietLeaseRelease(logger, ctx)
 	if o.WrapClient != nil {
 		mgrOptions.NewClient = func(config *rest.Config, options client.Options) (client.Client, error) {
 			c, err := client.New(config, options)
