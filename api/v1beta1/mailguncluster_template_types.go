@@ -72,5 +72,5 @@ type MailgunClusterTemplateList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&MailgunClusterTemplate{}, &MailgunClusterTemplateList{})
+	objectTypes = append(objectTypes, &MailgunClusterTemplate{}, &MailgunClusterTemplateList{})
 }

@@ -208,5 +208,5 @@ type MailgunClusterList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&MailgunCluster{}, &MailgunClusterList{})
+	objectTypes = append(objectTypes, &MailgunCluster{}, &MailgunClusterList{})
 }

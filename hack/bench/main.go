@@ -75,11 +75,9 @@ const (
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "informer" {
-		if err := runInformer(os.Args[2], os.Args[3]); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		return
+		// runInformer runs until it is killed; it returns only on failure.
+		fmt.Fprintln(os.Stderr, runInformer(os.Args[2], os.Args[3]))
+		os.Exit(1)
 	}
 	sizes := flag.String("n", "100,1000", "comma-separated numbers of MailgunClusters")
 	latency := flag.Duration("latency", 20*time.Millisecond, "Mailgun send latency")
@@ -124,7 +122,11 @@ func run(sizesFlag string, latency time.Duration, concurrency, runs, rssObjects 
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() {
+		if err := os.RemoveAll(dir); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: removing %s: %v\n", dir, err)
+		}
+	}()
 	kubeconfig, err := proxy.WriteKubeconfig(dir)
 	if err != nil {
 		return err
@@ -542,7 +544,8 @@ func memory(ctx context.Context, env *testenv.Env, manager, kubeconfig, dir stri
 }
 
 // runInformer is the bare informer: a controller-runtime cache of the
-// namespace's MailgunClusters and nothing else.
+// namespace's MailgunClusters and nothing else. It runs until the process is
+// killed and returns only on failure.
 func runInformer(kubeconfig, ns string) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -591,7 +594,8 @@ func procStatus(pid int, field string) float64 {
 	if err != nil {
 		return 0
 	}
-	defer f.Close()
+	// Read only: a close error cannot change what was read.
+	defer func() { _ = f.Close() }()
 	s := bufio.NewScanner(f)
 	for s.Scan() {
 		if rest, ok := strings.CutPrefix(s.Text(), field); ok {

@@ -32,6 +32,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -88,7 +89,7 @@ func Start(cfg *rest.Config, opts Options) (*Proxy, error) {
 		return nil, fmt.Errorf("listening: %w", err)
 	}
 	p.addr = l.Addr().String()
-	p.srv = &http.Server{Handler: p}
+	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second}
 	go func() { _ = p.srv.Serve(l) }()
 	return p, nil
 }

@@ -43,7 +43,7 @@ import (
 // Environment variables.
 const (
 	EnvDomain    = "MAILGUN_DOMAIN"
-	EnvAPIKey    = "MAILGUN_API_KEY"
+	EnvAPIKey    = "MAILGUN_API_KEY" //nolint:gosec // G101: the name of the environment variable, not a key
 	EnvRecipient = "MAIL_RECIPIENT"
 	EnvAPIBase   = "MAILGUN_API_BASE"
 )
@@ -59,7 +59,7 @@ const (
 // Default names of the Secret and ConfigMap, as shipped in config/ and the
 // OLM bundle.
 const (
-	DefaultSecretName    = "capmg-mailgun-credentials"
+	DefaultSecretName    = "capmg-mailgun-credentials" //nolint:gosec // G101: the name of a Secret object, not a credential
 	DefaultConfigMapName = "capmg-mailgun-config"
 )
 
@@ -100,7 +100,6 @@ func (s Source) Load(ctx context.Context) (mailer.Settings, error) {
 			return mailer.Settings{}, err
 		}
 		overlay(&settings.APIKey, string(secret.Data[SecretAPIKeyKey]))
-		overlay(&settings.APIKey, secret.StringData[SecretAPIKeyKey])
 	}
 	if s.Namespace != "" && s.ConfigMapName != "" {
 		cm := &corev1.ConfigMap{}
@@ -166,10 +165,10 @@ func (s Source) Check(settings mailer.Settings) error {
 	if settings.Recipient == "" {
 		problems = append(problems, fmt.Errorf("recipient address is not set: set %s", recipientAt))
 	} else if err := checkAddress(settings.Recipient); err != nil {
-		problems = append(problems, fmt.Errorf("recipient %q is not a valid email address (%v): fix %s", settings.Recipient, err, recipientAt))
+		problems = append(problems, fmt.Errorf("recipient %q is not a valid email address (%w): fix %s", settings.Recipient, err, recipientAt))
 	}
 	if err := checkAPIBase(settings.APIBase); err != nil {
-		problems = append(problems, fmt.Errorf("Mailgun API base %q is not usable (%v): fix %s", settings.APIBase, err, baseAt))
+		problems = append(problems, fmt.Errorf("Mailgun API base %q is not usable (%w): fix %s", settings.APIBase, err, baseAt))
 	}
 	return errors.Join(problems...)
 }

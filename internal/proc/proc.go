@@ -48,7 +48,7 @@ type Proc struct {
 func Start(t *testing.T, logDir, name, bin string, args, env []string) *Proc {
 	t.Helper()
 	logPath := filepath.Join(logDir, name+".log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		t.Fatalf("opening log for %s: %v", name, err)
 	}
@@ -157,8 +157,11 @@ func LoopbackAddr() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("finding a free port: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		return "", fmt.Errorf("releasing the free port: %w", err)
+	}
+	return addr, nil
 }
 
 // HTTPGet GETs http://addr+path with a 2s timeout and returns the status
@@ -169,7 +172,8 @@ func HTTPGet(addr, path string) (int, string) {
 	if err != nil {
 		return 0, err.Error()
 	}
-	defer resp.Body.Close()
+	// A close error cannot change what was read.
+	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }

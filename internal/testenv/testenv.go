@@ -120,8 +120,11 @@ func StartWith(o Options) (*Env, error) {
 // storage version.
 func readCRDs(dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("no Cluster API CRDs in %s (%v)", dir, err)
+	if err != nil {
+		return nil, fmt.Errorf("listing Cluster API CRDs in %s: %w", dir, err)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no Cluster API CRDs in %s", dir)
 	}
 	var crds []*apiextensionsv1.CustomResourceDefinition
 	for _, path := range files {

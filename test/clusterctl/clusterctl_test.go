@@ -70,7 +70,7 @@ func TestMetadataDeclaresContractV1Beta2(t *testing.T) {
 		APIVersion    string `json:"apiVersion"`
 		Kind          string `json:"kind"`
 		ReleaseSeries []struct {
-			Major, Minor int
+			Major, Minor uint64 // as the CSV's semver, which is unsigned
 			Contract     string `json:"contract"`
 		} `json:"releaseSeries"`
 	}
@@ -87,7 +87,7 @@ func TestMetadataDeclaresContractV1Beta2(t *testing.T) {
 	v := csv.Spec.Version
 	found := false
 	for _, rs := range md.ReleaseSeries {
-		if uint64(rs.Major) == v.Major && uint64(rs.Minor) == v.Minor {
+		if rs.Major == v.Major && rs.Minor == v.Minor {
 			found = true
 			if rs.Contract != "v1beta2" {
 				t.Errorf("release series %d.%d implements contract %s, want v1beta2", rs.Major, rs.Minor, rs.Contract)

@@ -87,7 +87,7 @@ const (
 	deployment  = "capmg-controller-manager"
 	catalogName = "capi-mailgun"
 	mgDomain    = "mg.e2e.example.com"
-	mgAPIKey    = "key-e2e-0b5c3f1a9d7e"
+	mgAPIKey    = "key-e2e-0b5c3f1a9d7e" //nolint:gosec // G101: a made-up key for the Mailgun fake
 	mgRecipient = "infra-requests@example.com"
 )
 
