@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
@@ -58,11 +59,11 @@ func (r *MailgunClusterReconciler) trackDelivery(ctx context.Context, mc *infrav
 		setDeliveryPending(mc, id)
 	}
 
-	acceptedAt := r.now()
+	acceptedAt := time.Now()
 	if sent := conditions.Get(mc, infrav1.EmailSentCondition); sent != nil && sent.Status == metav1.ConditionTrue && !sent.LastTransitionTime.IsZero() {
 		acceptedAt = sent.LastTransitionTime.Time
 	}
-	age := r.now().Sub(acceptedAt)
+	age := time.Since(acceptedAt)
 	if age > r.DeliveryTrackingTimeout {
 		conditions.Set(mc, metav1.Condition{
 			Type: infrav1.EmailDeliveredCondition, Status: metav1.ConditionUnknown, Reason: infrav1.DeliveryTrackingExpiredReason,
@@ -74,15 +75,21 @@ func (r *MailgunClusterReconciler) trackDelivery(ctx context.Context, mc *infrav
 	next := min(max(age/4, r.DeliveryPollInterval), 40*r.DeliveryPollInterval)
 	// Our own status writes trigger reconciles too; look at Mailgun's events
 	// only when the poll is due.
-	if due, ok := r.deliveryPolls.load(mc.UID); ok && r.now().Before(due) {
-		return ctrl.Result{RequeueAfter: due.Sub(r.now())}, nil
+	mem := r.memory.load(mc)
+	if now := time.Now(); now.Before(mem.nextDeliveryPoll) {
+		return ctrl.Result{RequeueAfter: mem.nextDeliveryPoll.Sub(now)}, nil
 	}
-	r.deliveryPolls.store(mc.UID, r.now().Add(next))
+	mem.nextDeliveryPoll = time.Now().Add(next)
+	r.memory.store(mc, mem)
 
 	settings, err := r.Config.Load(ctx)
-	if err != nil || r.Config.Check(settings) != nil {
+	if err == nil {
+		err = r.Config.Check(settings)
+	}
+	if err != nil {
 		// Without settings we cannot look; the configuration watch or the
-		// next poll will.
+		// next poll will. The send path reports the settings in a condition.
+		log.V(1).Info("No usable settings to look at the delivery with; will look again", "error", err.Error(), "after", next)
 		return ctrl.Result{RequeueAfter: next}, nil
 	}
 	d, err := r.NewMailer(settings).Delivery(ctx, id)
@@ -98,7 +105,7 @@ func (r *MailgunClusterReconciler) trackDelivery(ctx context.Context, mc *infrav
 		}
 		conditions.Set(mc, metav1.Condition{Type: infrav1.EmailDeliveredCondition, Status: outcome.status, Reason: outcome.reason, Message: msg})
 		r.Metrics.Deliveries.WithLabelValues(outcome.metric).Inc()
-		r.deliveryPolls.forget(mc.UID)
+		r.memory.forget(client.ObjectKeyFromObject(mc))
 		r.Recorder.Eventf(mc, nil, outcome.eventType, outcome.reason, "TrackDelivery", "request email %s: %s", id, msg)
 		log.Info("Delivery outcome of the request email", "messageID", id, "state", d.State, "detail", d.Detail)
 		return ctrl.Result{}, nil
@@ -112,11 +119,16 @@ func (r *MailgunClusterReconciler) trackDelivery(ctx context.Context, mc *infrav
 	return ctrl.Result{RequeueAfter: next}, nil
 }
 
+// deliveryFinal reports whether an EmailDelivered reason is final: one of
+// the outcomes above, or tracking gave up.
 func deliveryFinal(reason string) bool {
-	switch reason {
-	case infrav1.DeliveredReason, infrav1.ComplainedReason, infrav1.DeliveryFailedReason,
-		infrav1.DeliveryRejectedReason, infrav1.DeliveryTrackingExpiredReason:
+	if reason == infrav1.DeliveryTrackingExpiredReason {
 		return true
+	}
+	for _, o := range deliveryOutcomes {
+		if o.reason == reason {
+			return true
+		}
 	}
 	return false
 }

@@ -26,32 +26,23 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/sendprotocol"
 )
 
 // reconcileNormal makes sure Mailgun accepted exactly one request email for
-// the MailgunCluster.
-//
-// Sending is not idempotent, so the controller keeps a durable record around
-// every attempt, in annotations (status does not survive clusterctl move):
-//
-//  1. Before sending it writes the Message-Id it will use and the attempt
-//     time, with optimistic locking: a stale cache makes the write fail
-//     instead of leading to a second send.
-//  2. It sends with that Message-Id.
-//  3. On acceptance it records Mailgun's ID. On a clear refusal it clears the
-//     attempt time, since nothing was accepted.
-//
-// If it finds an attempt time but no record (a crash, a lost reply, a failed
-// write), it asks Mailgun's events whether that Message-Id was accepted and
-// only sends again once they have had SettleTime to show it.
+// the MailgunCluster. What to do next (claim, send, look up, wait) is
+// decided by the send protocol (internal/sendprotocol); this function only
+// performs its steps and applies its decisions to the object.
 func (r *MailgunClusterReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	mc := s.mc
@@ -71,22 +62,6 @@ func (r *MailgunClusterReconciler) reconcileNormal(ctx context.Context, s *scope
 		setEmailSent(mc, metav1.ConditionFalse, infrav1.MailgunNotConfiguredReason, err.Error())
 		return ctrl.Result{}, nil
 	}
-	if hd, held := r.holds.get(mc, settings, r.now()); held {
-		// The conditions already say why we wait.
-		if hd.until.IsZero() {
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{RequeueAfter: hd.until.Sub(r.now())}, nil
-	}
-	if r.Credentials != nil {
-		// A key, domain or region Mailgun refuses is reported before any
-		// send; transient lookup failures are left to the send itself.
-		if err := r.Credentials.Verify(ctx, settings); err != nil {
-			if se := mailer.AsSendError(err); se.Class == mailer.ClassUnauthorized || se.Class == mailer.ClassDomainNotFound || se.Class == mailer.ClassForbidden {
-				return r.mailgunFailed(ctx, mc, settings, se, "checking the Mailgun key and domain")
-			}
-		}
-	}
 	if resend {
 		if err := s.startResend(ctx, settings.Domain); err != nil {
 			return ctrl.Result{}, err
@@ -96,53 +71,164 @@ func (r *MailgunClusterReconciler) reconcileNormal(ctx context.Context, s *scope
 			"resend requested (%s); the earlier message IDs are in the %s annotation",
 			mc.Annotations[infrav1.ResendRequestAnnotation], infrav1.MessageIDHistoryAnnotation)
 	}
-
-	m := r.NewMailer(settings)
-
 	messageID := mc.Annotations[infrav1.MessageIDAnnotation]
 	if messageID == "" {
+		// Written with the first claim.
 		messageID = newMessageID(mc.UID, settings.Domain)
 	}
 
-	if attemptedAt, pending := mc.Annotations[infrav1.SendAttemptedAtAnnotation]; pending {
-		if settled, res, err := r.settleEarlierAttempt(ctx, s, m, settings, messageID, attemptedAt); !settled {
-			return res, err
-		}
-		log.Info("An earlier send attempt was not accepted by Mailgun; sending again", "messageID", messageID, "attemptedAt", attemptedAt)
-	}
+	return r.apply(ctx, mc, r.runProtocol(ctx, s, settings, messageID))
+}
 
-	if err := s.recordAttempt(ctx, messageID, r.now()); err != nil {
-		return ctrl.Result{}, err
+// runProtocol asks the send protocol for the next step, performs it and
+// asks again until the protocol has nothing more to do in this reconcile.
+// It keeps the per-object memory (hold, failure count) across reconciles.
+func (r *MailgunClusterReconciler) runProtocol(ctx context.Context, s *scope, settings mailer.Settings, messageID string) sendprotocol.Decision {
+	log := ctrl.LoggerFrom(ctx)
+	mc := s.mc
+	mem := r.memory.load(mc)
+	key := holdKey(mc, settings)
+	in := sendprotocol.Input{
+		Record:      sendRecord(mc, messageID),
+		Now:         time.Now(),
+		ClaimUnsent: mem.unsentClaim != "" && mem.unsentClaim == mc.Annotations[infrav1.SendAttemptedAtAnnotation],
+		Failures:    mem.failures,
+		Verify:      r.Credentials != nil,
 	}
-
-	start := r.now()
-	id, err := m.Send(ctx, mailer.Request{
-		MessageID: messageID,
-		Priority:  string(mc.Spec.Priority),
-		Body:      mc.Spec.Request,
-		Requester: mc.Spec.Requester,
-		Object:    types.NamespacedName{Namespace: mc.Namespace, Name: mc.Name}.String(),
-		UID:       string(mc.UID),
-	})
-	elapsed := r.now().Sub(start).Seconds()
-	if err != nil {
-		se := mailer.AsSendError(err)
-		r.Metrics.SendDuration.WithLabelValues(se.Class.String()).Observe(elapsed)
-		r.Metrics.EmailsFailed.WithLabelValues(se.Class.String()).Inc()
-		if se.Class != mailer.ClassOutcomeUnknown {
-			// Mailgun answered, and not with acceptance: nothing was sent,
-			// so the next attempt need not wait for the event log.
-			delete(mc.Annotations, infrav1.SendAttemptedAtAnnotation)
+	if mem.holdKey == key {
+		in.Hold = mem.hold
+	}
+	steps := sendSteps{r: r, s: s, m: r.NewMailer(settings), settings: settings, messageID: messageID, mem: &mem}
+	d := r.Protocol.Decide(in)
+	// A reconcile takes at most four steps: verify, look up, claim, send.
+	for range 4 {
+		log.V(4).Info("Send protocol", "state", d.State, "next", d.Op, "failures", d.Failures)
+		if d.Op == sendprotocol.OpNone {
+			break
 		}
-		return r.mailgunFailed(ctx, mc, settings, se, "sending the request email")
+		in.Answer = steps.do(ctx, d)
+		in.Record, in.Now, in.Failures = sendRecord(mc, messageID), time.Now(), d.Failures
+		in.ClaimUnsent = false
+		d = r.Protocol.Decide(in)
 	}
-	r.holds.forget(mc.UID)
-	r.Metrics.SendDuration.WithLabelValues("accepted").Observe(elapsed)
-	r.Metrics.EmailsSent.Inc()
-	log.Info("Mailgun accepted the request email", "messageID", id)
-	r.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, infrav1.EmailSentCondition, "SendEmail",
-		"Mailgun accepted the request email, message ID %s", id)
-	return r.newlyAccepted(mc, id), nil
+	mem.hold, mem.holdKey, mem.failures = d.Hold, key, d.Failures
+	r.memory.store(mc, mem)
+	return d
+}
+
+// sendRecord maps the object's annotations to the protocol's record.
+func sendRecord(mc *infrav1.MailgunCluster, messageID string) sendprotocol.Record {
+	return sendprotocol.Record{
+		MessageID:  messageID,
+		Claim:      mc.Annotations[infrav1.SendAttemptedAtAnnotation],
+		AcceptedID: mc.Annotations[infrav1.AcceptedMessageIDAnnotation],
+	}
+}
+
+// sendSteps performs the protocol's steps for one reconcile.
+type sendSteps struct {
+	r        *MailgunClusterReconciler
+	s        *scope
+	m        Mailer
+	settings mailer.Settings
+	// messageID is the Message-Id of the current request.
+	messageID string
+	mem       *objectMemory
+}
+
+func (st sendSteps) do(ctx context.Context, d sendprotocol.Decision) *sendprotocol.Answer {
+	mc, metrics, messageID := st.s.mc, st.r.Metrics, st.messageID
+	switch d.Op {
+	case sendprotocol.OpVerify:
+		// A key, domain or region Mailgun refuses is reported before any
+		// send; transient lookup failures are left to the send itself.
+		err := st.r.Credentials.Verify(ctx, st.settings)
+		if err != nil {
+			switch mailer.AsSendError(err).Class {
+			case mailer.ClassUnauthorized, mailer.ClassForbidden, mailer.ClassDomainNotFound:
+				return sendprotocol.Failed(d.Op, err)
+			}
+		}
+		return &sendprotocol.Answer{Op: d.Op}
+	case sendprotocol.OpClaim:
+		if err := st.s.recordAttempt(ctx, messageID, d.Claim); err != nil {
+			if !apierrors.IsConflict(err) {
+				// The write may have landed although we got no answer; we
+				// know nothing was sent under it.
+				st.mem.unsentClaim = d.Claim
+			}
+			return sendprotocol.Failed(d.Op, err)
+		}
+		return &sendprotocol.Answer{Op: d.Op}
+	case sendprotocol.OpSend:
+		start := time.Now()
+		id, err := st.m.Send(ctx, mailer.Request{
+			MessageID: messageID,
+			Priority:  string(mc.Spec.Priority),
+			Body:      mc.Spec.Request,
+			Requester: mc.Spec.Requester,
+			Object:    types.NamespacedName{Namespace: mc.Namespace, Name: mc.Name}.String(),
+			UID:       string(mc.UID),
+		})
+		elapsed := time.Since(start).Seconds()
+		if err != nil {
+			class := mailer.AsSendError(err).Class.String()
+			metrics.SendDuration.WithLabelValues(class).Observe(elapsed)
+			metrics.EmailsFailed.WithLabelValues(class).Inc()
+			return sendprotocol.Failed(d.Op, err)
+		}
+		metrics.SendDuration.WithLabelValues("accepted").Observe(elapsed)
+		metrics.EmailsSent.Inc()
+		return &sendprotocol.Answer{Op: d.Op, AcceptedID: id}
+	case sendprotocol.OpLookup:
+		found, err := st.m.WasAccepted(ctx, messageID)
+		switch {
+		case err != nil:
+			metrics.Lookups.WithLabelValues("error").Inc()
+			return sendprotocol.Failed(d.Op, err)
+		case found:
+			metrics.Lookups.WithLabelValues("accepted").Inc()
+		default:
+			metrics.Lookups.WithLabelValues("not_found").Inc()
+		}
+		return &sendprotocol.Answer{Op: d.Op, Found: found}
+	}
+	panic(fmt.Sprintf("unknown send protocol step %q", d.Op))
+}
+
+// apply writes the protocol's final decision onto the object, reports it
+// (an event and a log line only when the condition changes, so that an
+// outage costs a bounded number of them) and returns the result.
+func (r *MailgunClusterReconciler) apply(ctx context.Context, mc *infrav1.MailgunCluster, d sendprotocol.Decision) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	if d.Err != nil {
+		return ctrl.Result{}, d.Err
+	}
+	if d.Quiet {
+		log.V(1).Info("MailgunCluster changed while claiming the send; retrying from the newer version")
+		return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
+	}
+	if d.ClearClaim {
+		// Mailgun refused the message: nothing went out under this claim.
+		mem := r.memory.load(mc)
+		mem.unsentClaim = mc.Annotations[infrav1.SendAttemptedAtAnnotation]
+		r.memory.store(mc, mem)
+		delete(mc.Annotations, infrav1.SendAttemptedAtAnnotation)
+	}
+	if d.Accept != "" {
+		log.Info("Mailgun accepted the request email", "messageID", d.Accept)
+		r.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, infrav1.EmailSentCondition, "SendEmail", "%s", d.Condition.Message)
+		return r.newlyAccepted(mc, d.Accept), nil
+	}
+	if c := d.Condition; c != nil {
+		before := conditions.GetReason(mc, infrav1.EmailSentCondition)
+		setEmailSent(mc, metav1.ConditionStatus(c.Status), c.Reason, c.Message)
+		if before != c.Reason {
+			log.Info("Waiting before the next call to Mailgun", "state", d.State, "reason", c.Reason, "message", c.Message)
+			r.Recorder.Eventf(mc, nil, corev1.EventTypeWarning, c.Reason, "SendEmail", "%s", c.Message)
+		}
+	}
+	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
 }
 
 // newlyAccepted records an email Mailgun just accepted, or was just found
@@ -150,103 +236,8 @@ func (r *MailgunClusterReconciler) reconcileNormal(ctx context.Context, s *scope
 func (r *MailgunClusterReconciler) newlyAccepted(mc *infrav1.MailgunCluster, id string) ctrl.Result {
 	markAccepted(mc, id)
 	setDeliveryPending(mc, id)
-	r.deliveryPolls.store(mc.UID, r.now().Add(r.DeliveryPollInterval))
+	r.memory.store(mc, objectMemory{nextDeliveryPoll: time.Now().Add(r.DeliveryPollInterval)})
 	return ctrl.Result{RequeueAfter: r.DeliveryPollInterval}
-}
-
-// settleEarlierAttempt decides what became of an earlier attempt whose
-// outcome is unknown. It returns settled=true when that attempt was not
-// accepted and it is safe to send again; otherwise the caller returns res, err.
-func (r *MailgunClusterReconciler) settleEarlierAttempt(ctx context.Context, s *scope, m Mailer, settings mailer.Settings, messageID, attemptedAt string) (settled bool, res ctrl.Result, err error) {
-	mc := s.mc
-	accepted, err := m.WasAccepted(ctx, messageID)
-	if err != nil {
-		r.Metrics.Lookups.WithLabelValues("error").Inc()
-		res, err := r.mailgunFailed(ctx, mc, settings, mailer.AsSendError(err),
-			"checking in Mailgun's events whether an earlier send attempt was accepted")
-		return false, res, err
-	}
-	if accepted {
-		r.Metrics.Lookups.WithLabelValues("accepted").Inc()
-		ctrl.LoggerFrom(ctx).Info("Mailgun's events show an earlier send attempt was accepted", "messageID", messageID)
-		r.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, infrav1.EmailSentCondition, "SendEmail",
-			"Mailgun's events show the request email %s was accepted", messageID)
-		return false, r.newlyAccepted(mc, messageID), nil
-	}
-	r.Metrics.Lookups.WithLabelValues("not_found").Inc()
-
-	// A timestamp we cannot parse was edited by hand; treat the attempt as
-	// old rather than wait forever.
-	at, parseErr := time.Parse(time.RFC3339Nano, attemptedAt)
-	if parseErr != nil {
-		return true, ctrl.Result{}, nil
-	}
-	wait := at.Add(r.SettleTime).Sub(r.now())
-	if wait <= 0 {
-		return true, ctrl.Result{}, nil
-	}
-	setEmailSent(mc, metav1.ConditionFalse, infrav1.SendOutcomeUnknownReason, fmt.Sprintf(
-		"the send attempt at %s got no answer from Mailgun and its events do not show message %s yet; "+
-			"sending again at %s unless they do", attemptedAt, messageID, at.Add(r.SettleTime).UTC().Format(time.RFC3339)))
-	return false, ctrl.Result{RequeueAfter: min(wait, r.pollInterval())}, nil
-}
-
-// pollInterval is how often Mailgun's events are checked while an attempt
-// settles.
-func (r *MailgunClusterReconciler) pollInterval() time.Duration {
-	return max(r.SettleTime/4, time.Second)
-}
-
-// mailgunFailed reports a failed Mailgun call in the conditions, an event
-// and the log, and decides when to try again.
-func (r *MailgunClusterReconciler) mailgunFailed(ctx context.Context, mc *infrav1.MailgunCluster, settings mailer.Settings, se *mailer.SendError, action string) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
-	var (
-		reason string
-		res    ctrl.Result
-		retErr error
-	)
-	switch se.Class {
-	case mailer.ClassUnauthorized:
-		reason, res = infrav1.InvalidCredentialsReason, ctrl.Result{RequeueAfter: r.RecheckInterval}
-	case mailer.ClassForbidden:
-		reason, res = infrav1.RecipientNotAuthorizedReason, ctrl.Result{RequeueAfter: r.RecheckInterval}
-	case mailer.ClassDomainNotFound:
-		reason, res = infrav1.MailgunNotConfiguredReason, ctrl.Result{RequeueAfter: r.RecheckInterval}
-		se = &mailer.SendError{Class: se.Class, StatusCode: se.StatusCode, Err: se.Err, Message: fmt.Sprintf(
-			"%s: Mailgun does not know domain %q at %s; check the domain name, and the region: EU domains need mailgun_api_base https://api.eu.mailgun.net/v3",
-			se.Message, settings.Domain, settings.APIBase)}
-	case mailer.ClassRejected:
-		// Terminal: retrying the same message gets the same answer. A spec
-		// or configuration change triggers a new attempt.
-		reason = infrav1.MessageRejectedReason
-	case mailer.ClassRateLimited:
-		reason = infrav1.RateLimitedReason
-		if se.RetryAfter > 0 {
-			res = ctrl.Result{RequeueAfter: se.RetryAfter}
-		} else {
-			retErr = se
-		}
-	case mailer.ClassUnavailable:
-		reason, retErr = infrav1.MailgunUnavailableReason, se
-	default:
-		reason, res = infrav1.SendOutcomeUnknownReason, ctrl.Result{RequeueAfter: r.pollInterval()}
-	}
-	switch {
-	case se.Class == mailer.ClassRejected:
-		r.holds.set(mc, settings, time.Time{})
-	case res.RequeueAfter > 0 && se.Class != mailer.ClassOutcomeUnknown:
-		r.holds.set(mc, settings, r.now().Add(res.RequeueAfter))
-	}
-	msg := fmt.Sprintf("%s failed: %s", action, se.Error())
-	setEmailSent(mc, metav1.ConditionFalse, reason, msg)
-	r.Recorder.Eventf(mc, nil, corev1.EventTypeWarning, reason, "SendEmail", "%s", msg)
-	if retErr != nil {
-		// The controller logs returned errors and retries with backoff.
-		return ctrl.Result{}, fmt.Errorf("%s: %w", action, retErr)
-	}
-	log.Info("Mailgun call failed", "action", action, "reason", reason, "error", se.Error(), "retryAfter", res.RequeueAfter)
-	return res, nil
 }
 
 // recordedMessageID returns the ID of the accepted request email, if any:
@@ -328,65 +319,63 @@ func newMessageID(uid types.UID, domain string) string {
 	return fmt.Sprintf("<mailguncluster.%s@%s>", uid, domain)
 }
 
-// holds remembers, per MailgunCluster, not to call Mailgun again before a
-// given time, or at all for a message Mailgun rejected as invalid. Without
-// it, the update event of our own status write would trigger an immediate
-// retry, ignoring Mailgun's rate-limit reset and hammering it with a
-// rejected key. A hold ends early when the spec or the Mailgun settings
-// change; it is not kept across restarts, which at most costs one attempt.
-type holds struct {
-	perObject[hold]
-}
-
-type hold struct {
-	// key identifies the generation and settings the hold applies to.
-	key string
-	// until is when calls may resume; zero means only after a change.
-	until time.Time
+// objectMemory is what the reconciler keeps in memory per MailgunCluster
+// between reconciles. It is not kept across restarts, which at most costs
+// one call to Mailgun or one settle wait.
+type objectMemory struct {
+	// hold pauses calls to Mailgun, so that the update events of our own
+	// writes do not cause immediate retries; holdKey is the generation and
+	// settings it applies to: a change ends it early.
+	hold    *sendprotocol.Hold
+	holdKey string
+	// failures counts consecutive failed Mailgun calls, for the backoff.
+	failures int
+	// unsentClaim is a claim this process wrote (or tried to) and knows no
+	// message went out under.
+	unsentClaim string
+	// nextDeliveryPoll is when the delivery of the accepted email is next
+	// looked up.
+	nextDeliveryPoll time.Time
 }
 
 func holdKey(mc *infrav1.MailgunCluster, s mailer.Settings) string {
 	return fmt.Sprintf("%d/%s", mc.Generation, s.Fingerprint())
 }
 
-// get returns the hold on mc that still applies at now.
-func (h *holds) get(mc *infrav1.MailgunCluster, s mailer.Settings, now time.Time) (hold, bool) {
-	hd, ok := h.load(mc.UID)
-	if !ok || hd.key != holdKey(mc, s) || (!hd.until.IsZero() && !now.Before(hd.until)) {
-		return hold{}, false
-	}
-	return hd, true
-}
-
-func (h *holds) set(mc *infrav1.MailgunCluster, s mailer.Settings, until time.Time) {
-	h.store(mc.UID, hold{key: holdKey(mc, s), until: until})
-}
-
-// perObject is in-memory state kept per MailgunCluster by the reconciler.
-// It is not kept across restarts.
-type perObject[T any] struct {
+// memory holds objectMemory by object name; the UID tells a recreated
+// object from the old one.
+type memory struct {
 	mu sync.Mutex
-	m  map[types.UID]T
+	m  map[types.NamespacedName]memoryEntry
 }
 
-func (p *perObject[T]) load(uid types.UID) (T, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	v, ok := p.m[uid]
-	return v, ok
+type memoryEntry struct {
+	uid types.UID
+	objectMemory
 }
 
-func (p *perObject[T]) store(uid types.UID, v T) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.m == nil {
-		p.m = map[types.UID]T{}
+func (m *memory) load(mc *infrav1.MailgunCluster) objectMemory {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.m[client.ObjectKeyFromObject(mc)]
+	if !ok || e.uid != mc.UID {
+		return objectMemory{}
 	}
-	p.m[uid] = v
+	return e.objectMemory
 }
 
-func (p *perObject[T]) forget(uid types.UID) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.m, uid)
+func (m *memory) store(mc *infrav1.MailgunCluster, v objectMemory) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.m == nil {
+		m.m = map[types.NamespacedName]memoryEntry{}
+	}
+	m.m[client.ObjectKeyFromObject(mc)] = memoryEntry{uid: mc.UID, objectMemory: v}
+}
+
+// forget drops what is kept for an object that is gone or going.
+func (m *memory) forget(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.m, key)
 }

@@ -28,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
@@ -46,6 +47,7 @@ import (
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/metrics"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/sendprotocol"
 )
 
 // Mailer sends request emails and looks them up; *mailer.Client implements it.
@@ -90,15 +92,8 @@ type MailgunClusterReconciler struct {
 	// cluster.x-k8s.io/watch-filter label of that value.
 	WatchFilterValue string
 
-	// SettleTime is how long after a send attempt that got no answer we wait
-	// for Mailgun's events to show the message before concluding it was not
-	// accepted and sending again. Mailgun's event log lags a little behind.
-	SettleTime time.Duration
-
-	// RecheckInterval is how long to wait before trying again after Mailgun
-	// refused our credentials or recipient. Configuration changes trigger an
-	// immediate retry regardless.
-	RecheckInterval time.Duration
+	// Protocol decides when to claim, send, look up and wait.
+	Protocol sendprotocol.Protocol
 
 	// Credentials, if set, is consulted before sending.
 	Credentials CredentialsVerifier
@@ -112,13 +107,7 @@ type MailgunClusterReconciler struct {
 	// followed before giving up.
 	DeliveryTrackingTimeout time.Duration
 
-	// Now returns the current time; nil means time.Now.
-	Now func() time.Time
-
-	holds holds
-	// deliveryPolls holds when each object's next delivery poll is due, so
-	// that reconciles caused by our own writes do not query Mailgun.
-	deliveryPolls perObject[time.Time]
+	memory memory
 }
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=mailgunclusters,verbs=get;list;watch;update;patch
@@ -127,10 +116,6 @@ type MailgunClusterReconciler struct {
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:namespace=system,groups="",resources=secrets;configmaps,verbs=get;list;watch
-
-// conflictRetryDelay is how soon a reconcile whose final write lost a race
-// with another writer runs again, if nothing else brings it back sooner.
-const conflictRetryDelay = time.Second
 
 // Reconcile reads top-down: get the MailgunCluster, find its owner Cluster,
 // honour pausing, then either send the request email or handle deletion,
@@ -141,17 +126,18 @@ func (r *MailgunClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	mc := &infrav1.MailgunCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, mc); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.memory.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting MailgunCluster: %w", err)
 	}
 
 	cluster, err := util.GetOwnerCluster(ctx, r.Client, mc.ObjectMeta)
-	if err != nil && !(apierrors.IsNotFound(err) && !mc.DeletionTimestamp.IsZero()) {
+	if err != nil && (!apierrors.IsNotFound(err) || mc.DeletionTimestamp.IsZero()) {
 		return ctrl.Result{}, fmt.Errorf("getting owner Cluster: %w", err)
 	}
 	if cluster != nil {
-		log = log.WithValues("Cluster", klogRef(cluster))
+		log = log.WithValues("Cluster", klog.KObj(cluster))
 		ctx = ctrl.LoggerInto(ctx, log)
 	}
 
@@ -166,7 +152,7 @@ func (r *MailgunClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 			// newer version brings us back. Retry from it, quietly.
 			log.V(1).Info("MailgunCluster changed while reconciling; retrying from the newer version", "reason", err.Error())
 			if res.IsZero() {
-				res = ctrl.Result{RequeueAfter: conflictRetryDelay}
+				res = ctrl.Result{RequeueAfter: r.Protocol.ConflictDelay}
 			}
 		default:
 			retErr = errors.Join(retErr, err)
@@ -183,7 +169,7 @@ func (r *MailgunClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 
 	if !mc.DeletionTimestamp.IsZero() {
-		return r.reconcileDelete(ctx, s)
+		return r.reconcileDelete(s)
 	}
 
 	if cluster == nil {
@@ -196,14 +182,13 @@ func (r *MailgunClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	return r.reconcileNormal(ctx, s)
 }
 
-func (r *MailgunClusterReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
+func (r *MailgunClusterReconciler) reconcileDelete(s *scope) (ctrl.Result, error) {
 	mc := s.mc
 	// An email cannot be recalled: nothing outside the apiserver needs
 	// cleaning up. The finalizer exists so Cluster API waits for us and so the
 	// deletion is recorded.
 	setEmailSent(mc, metav1.ConditionFalse, infrav1.DeletingReason, "the MailgunCluster is being deleted")
-	r.holds.forget(mc.UID)
-	r.deliveryPolls.forget(mc.UID)
+	r.memory.forget(client.ObjectKeyFromObject(mc))
 	if controllerutil.RemoveFinalizer(mc, infrav1.ClusterFinalizer) {
 		r.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, "Deleted", "Delete",
 			"MailgunCluster deleted; the request email (message ID %q) cannot be recalled", recordedMessageID(mc))
@@ -263,13 +248,6 @@ func (r *MailgunClusterReconciler) allMailgunClusters(ctx context.Context, _ cli
 	return reqs
 }
 
-func (r *MailgunClusterReconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
-}
-
 // setPausedCondition sets the Paused condition and reports whether
 // reconciliation is paused, through the owner Cluster's spec.paused or the
 // cluster.x-k8s.io/paused annotation on the MailgunCluster.
@@ -296,8 +274,4 @@ func setPausedCondition(mc *infrav1.MailgunCluster, cluster *clusterv1.Cluster) 
 func setEmailSent(mc *infrav1.MailgunCluster, status metav1.ConditionStatus, reason, message string) {
 	conditions.Set(mc, metav1.Condition{Type: infrav1.EmailSentCondition, Status: status, Reason: reason, Message: message})
 	conditions.Set(mc, metav1.Condition{Type: infrav1.ReadyCondition, Status: status, Reason: reason, Message: message})
-}
-
-func klogRef(obj client.Object) string {
-	return obj.GetNamespace() + "/" + obj.GetName()
 }

@@ -51,7 +51,10 @@ type faultyClient struct {
 	failRecord int
 	// failStatus fails this many status writes.
 	failStatus int
-	failed     int
+	// loseClaimReply lets this many send claims reach the apiserver, then
+	// reports a failure, like a reply lost on the way back.
+	loseClaimReply int
+	failed         int
 }
 
 var errInjected = errors.New("injected apiserver write failure")
@@ -68,7 +71,14 @@ func (c *faultyClient) take(n *int) bool {
 }
 
 func (c *faultyClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	if mc, ok := obj.(*infrav1.MailgunCluster); ok && mc.Annotations[infrav1.AcceptedMessageIDAnnotation] != "" && c.take(&c.failRecord) {
+	mc, ok := obj.(*infrav1.MailgunCluster)
+	if ok && mc.Annotations[infrav1.AcceptedMessageIDAnnotation] != "" && c.take(&c.failRecord) {
+		return errInjected
+	}
+	if ok && mc.Annotations[infrav1.SendAttemptedAtAnnotation] != "" && c.take(&c.loseClaimReply) {
+		if err := c.Client.Patch(ctx, obj, patch, opts...); err != nil {
+			return err
+		}
 		return errInjected
 	}
 	return c.Client.Patch(ctx, obj, patch, opts...)
@@ -115,6 +125,26 @@ func TestFailedRecordWritesDoNotCauseASecondEmail(t *testing.T) {
 	}
 	if mc.Annotations[infrav1.AcceptedMessageIDAnnotation] != emails[0].ID || mc.Status.MessageID != emails[0].ID {
 		t.Errorf("recorded annotation %q / status %q, want %q", mc.Annotations[infrav1.AcceptedMessageIDAnnotation], mc.Status.MessageID, emails[0].ID)
+	}
+}
+
+// TestLostClaimReplyDoesNotWaitToSettle: when the reply to the claim write
+// is lost, the claim may be stored, but this process knows it never sent
+// under it, so it sends without waiting for Mailgun's events to settle.
+func TestLostClaimReplyDoesNotWaitToSettle(t *testing.T) {
+	h := newHarness(t)
+	fc := &faultyClient{loseClaimReply: 1}
+	h.startManager(func(o *operator.Options) {
+		o.SettleTime = time.Minute
+		o.WrapClient = func(c client.Client) client.Client { fc.Client = c; return fc }
+	})
+	h.createOwned("lost-claim-reply")
+	h.waitForAccepted("lost-claim-reply", 20*time.Second)
+	if fc.failed != 1 {
+		t.Fatalf("%d claim replies lost, want 1", fc.failed)
+	}
+	if n := len(h.emailsFor("lost-claim-reply")); n != 1 {
+		t.Errorf("got %d emails, want exactly 1", n)
 	}
 }
 

@@ -19,7 +19,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -84,13 +83,13 @@ func (s *scope) patch(ctx context.Context) error {
 	return nil
 }
 
-// recordAttempt durably records, before a send, the Message-Id and start
-// time of the attempt, together with the finalizer, in one write.
-func (s *scope) recordAttempt(ctx context.Context, messageID string, at time.Time) error {
+// recordAttempt durably records, before a send, the Message-Id and the
+// claim of the attempt, together with the finalizer, in one write.
+func (s *scope) recordAttempt(ctx context.Context, messageID, claim string) error {
 	err := s.patchMetadata(ctx, func(mc *infrav1.MailgunCluster) {
 		controllerutil.AddFinalizer(mc, infrav1.ClusterFinalizer)
 		mc.Annotations[infrav1.MessageIDAnnotation] = messageID
-		mc.Annotations[infrav1.SendAttemptedAtAnnotation] = at.UTC().Format(time.RFC3339Nano)
+		mc.Annotations[infrav1.SendAttemptedAtAnnotation] = claim
 	})
 	if err != nil {
 		return fmt.Errorf("recording the send attempt before sending: %w", err)

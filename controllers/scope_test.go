@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/sendprotocol"
 )
 
 // The scope's writes are what keeps a reconcile that works from a stale
@@ -68,7 +69,7 @@ func TestScopeWrites(t *testing.T) {
 			name:  "a send attempt cannot be claimed from a stale copy",
 			stale: true,
 			write: func(ctx context.Context, s *scope) error {
-				return s.recordAttempt(ctx, "<m@example.com>", time.Now())
+				return s.recordAttempt(ctx, "<m@example.com>", sendprotocol.ClaimValue(time.Now()))
 			},
 			wantConflict: true,
 			want: func(t *testing.T, got, _ *infrav1.MailgunCluster) {
@@ -80,7 +81,7 @@ func TestScopeWrites(t *testing.T) {
 		{
 			name: "metadata and status written in one reconcile, the status locked to the metadata write",
 			write: func(ctx context.Context, s *scope) error {
-				if err := s.recordAttempt(ctx, "<m@example.com>", time.Now()); err != nil {
+				if err := s.recordAttempt(ctx, "<m@example.com>", sendprotocol.ClaimValue(time.Now())); err != nil {
 					return err
 				}
 				markAccepted(s.mc, "<m@example.com>")

@@ -88,13 +88,15 @@ const (
 	// rate-limit window.
 	RateLimitedReason = "RateLimited"
 
-	// MailgunUnavailableReason: Mailgun answered 5xx or another unexpected
-	// status; the send is retried with backoff.
+	// MailgunUnavailableReason: Mailgun answered 5xx, or could not be
+	// reached, to a domain check or an events lookup; retried with a capped
+	// backoff.
 	MailgunUnavailableReason = "MailgunUnavailable"
 
-	// SendOutcomeUnknownReason: a send attempt ended without an answer
-	// (timeout, connection reset). The controller does not send again until
-	// Mailgun's events show the message was not accepted.
+	// SendOutcomeUnknownReason: a send attempt ended without a definite
+	// answer (timeout, connection reset, 5xx, 408). The controller does not
+	// send again until Mailgun's events have had the settle time to show the
+	// message and do not.
 	SendOutcomeUnknownReason = "SendOutcomeUnknown"
 
 	// DeletingReason: the MailgunCluster is being deleted.

@@ -20,6 +20,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -65,9 +66,20 @@ func classify(err error, hint *retryHint) *SendError {
 		return &SendError{Class: ClassRejected, Message: err.Error(), Err: err}
 	}
 	if notSent(err) {
-		return &SendError{Class: ClassUnavailable, Message: err.Error(), Err: err}
+		return &SendError{Class: ClassUnreachable, Message: err.Error(), Err: err}
 	}
 	return &SendError{Class: ClassOutcomeUnknown, Message: err.Error(), Err: err}
+}
+
+// classify is classify with what the client knows of its settings added to
+// the explanation: a 404 for the domain mostly means the wrong region.
+func (c *Client) classify(err error, hint *retryHint) *SendError {
+	se := classify(err, hint)
+	if se.Class == ClassDomainNotFound {
+		se.Message = fmt.Sprintf("%s: Mailgun does not know domain %q at %s; check the domain name, and the region: "+
+			"EU domains need mailgun_api_base https://api.eu.mailgun.net/v3", se.Message, c.settings.Domain, c.settings.APIBase)
+	}
+	return se
 }
 
 // notSent reports whether err proves the request never reached Mailgun:

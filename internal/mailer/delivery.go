@@ -30,28 +30,19 @@ import (
 type DeliveryState string
 
 const (
-	// DeliveryPending: accepted, no delivery outcome yet.
+	// DeliveryPending means accepted, no delivery outcome yet.
 	DeliveryPending DeliveryState = "Pending"
-	// DeliveryRetrying: a delivery attempt failed temporarily; Mailgun retries.
+	// DeliveryRetrying means a delivery attempt failed temporarily; Mailgun retries.
 	DeliveryRetrying DeliveryState = "Retrying"
-	// Delivered: the recipient's server took the message.
+	// Delivered means the recipient's server took the message.
 	Delivered DeliveryState = "Delivered"
-	// DeliveryComplained: delivered, and the recipient marked it as spam.
+	// DeliveryComplained means delivered, and the recipient marked it as spam.
 	DeliveryComplained DeliveryState = "Complained"
-	// DeliveryFailed: delivery failed permanently (a bounce).
+	// DeliveryFailed means delivery failed permanently (a bounce).
 	DeliveryFailed DeliveryState = "Failed"
-	// DeliveryRejected: Mailgun refused to deliver the message.
+	// DeliveryRejected means Mailgun refused to deliver the message.
 	DeliveryRejected DeliveryState = "Rejected"
 )
-
-// Final reports whether the state will not change any more.
-func (s DeliveryState) Final() bool {
-	switch s {
-	case Delivered, DeliveryComplained, DeliveryFailed, DeliveryRejected:
-		return true
-	}
-	return false
-}
 
 // Delivery is the delivery outcome of a message, from Mailgun's events.
 type Delivery struct {
@@ -85,13 +76,13 @@ func (c *Client) Delivery(ctx context.Context, messageID string) (Delivery, erro
 		}
 	}
 	if err := it.Err(); err != nil {
-		return Delivery{}, classify(err, hint)
+		return Delivery{}, c.classify(err, hint)
 	}
 	return d, nil
 }
 
 func summarise(ev mailgun.Event) Delivery {
-	at := time.Unix(0, int64(ev.GetTimestamp().UnixNano())).UTC()
+	at := time.Unix(0, ev.GetTimestamp().UnixNano()).UTC()
 	switch e := ev.(type) {
 	case *events.Delivered:
 		return Delivery{State: Delivered, Detail: e.DeliveryStatus.Message, At: at}
@@ -126,7 +117,7 @@ func (c *Client) CheckDomain(ctx context.Context) (string, error) {
 	hint := &retryHint{}
 	resp, err := c.mg.GetDomain(withRetryHint(ctx, hint), c.settings.Domain)
 	if err != nil {
-		return "", classify(err, hint)
+		return "", c.classify(err, hint)
 	}
 	return resp.Domain.State, nil
 }

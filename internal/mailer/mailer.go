@@ -159,7 +159,7 @@ func (c *Client) Send(ctx context.Context, r Request) (string, error) {
 	hint := &retryHint{}
 	_, id, err := c.mg.Send(withRetryHint(ctx, hint), msg)
 	if err != nil {
-		return "", classify(err, hint)
+		return "", c.classify(err, hint)
 	}
 	if id == "" {
 		// Mailgun always returns the ID of an accepted message; an empty one
@@ -182,7 +182,7 @@ func (c *Client) WasAccepted(ctx context.Context, messageID string) (bool, error
 	hint := &retryHint{}
 	if !it.Next(withRetryHint(ctx, hint), &page) {
 		if err := it.Err(); err != nil {
-			return false, classify(err, hint)
+			return false, c.classify(err, hint)
 		}
 		return false, nil
 	}
@@ -194,50 +194,36 @@ func (c *Client) WasAccepted(ctx context.Context, messageID string) (bool, error
 	return false, nil
 }
 
-// Class says what a failed Mailgun call means for the caller.
-type Class int
+// Class says what a failed Mailgun call means for the caller. The values
+// are metric labels.
+type Class string
 
 const (
-	// ClassOutcomeUnknown: no answer (timeout, reset connection, garbled
+	// ClassOutcomeUnknown means no answer (timeout, reset connection, garbled
 	// reply). Mailgun may have accepted the message.
-	ClassOutcomeUnknown Class = iota
-	// ClassUnavailable: Mailgun answered 5xx or could not be reached at all;
-	// nothing was accepted. Retry with backoff.
-	ClassUnavailable
-	// ClassRateLimited: Mailgun answered 429. Retry after RetryAfter.
-	ClassRateLimited
-	// ClassUnauthorized: Mailgun answered 401, the API key is wrong.
-	ClassUnauthorized
-	// ClassForbidden: Mailgun answered 403, e.g. a sandbox domain and an
+	ClassOutcomeUnknown Class = "OutcomeUnknown"
+	// ClassUnavailable means Mailgun answered 5xx or 408. Mailgun documents that
+	// a 5xx does not prove the message was not queued.
+	ClassUnavailable Class = "Unavailable"
+	// ClassUnreachable means the connection to Mailgun could not be opened (DNS,
+	// dial); nothing was transmitted.
+	ClassUnreachable Class = "Unreachable"
+	// ClassRateLimited means Mailgun answered 429. Retry after RetryAfter.
+	ClassRateLimited Class = "RateLimited"
+	// ClassUnauthorized means Mailgun answered 401, the API key is wrong.
+	ClassUnauthorized Class = "Unauthorized"
+	// ClassForbidden means Mailgun answered 403, e.g. a sandbox domain and an
 	// unauthorised recipient.
-	ClassForbidden
-	// ClassDomainNotFound: Mailgun answered 404, the domain does not exist in
+	ClassForbidden Class = "Forbidden"
+	// ClassDomainNotFound means Mailgun answered 404, the domain does not exist in
 	// this account or region.
-	ClassDomainNotFound
-	// ClassRejected: Mailgun answered another 4xx; the message will not be
+	ClassDomainNotFound Class = "DomainNotFound"
+	// ClassRejected means Mailgun answered another 4xx; the message will not be
 	// accepted as it is.
-	ClassRejected
+	ClassRejected Class = "Rejected"
 )
 
-func (c Class) String() string {
-	switch c {
-	case ClassOutcomeUnknown:
-		return "OutcomeUnknown"
-	case ClassUnavailable:
-		return "Unavailable"
-	case ClassRateLimited:
-		return "RateLimited"
-	case ClassUnauthorized:
-		return "Unauthorized"
-	case ClassForbidden:
-		return "Forbidden"
-	case ClassDomainNotFound:
-		return "DomainNotFound"
-	case ClassRejected:
-		return "Rejected"
-	}
-	return fmt.Sprintf("Class(%d)", int(c))
-}
+func (c Class) String() string { return string(c) }
 
 // SendError is a failed Mailgun call, classified.
 type SendError struct {

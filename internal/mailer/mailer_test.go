@@ -201,14 +201,14 @@ func TestPoolReusesConnectionsAcrossClients(t *testing.T) {
 	}
 }
 
-func TestSendToClosedPortIsUnavailable(t *testing.T) {
+func TestSendToClosedPortIsUnreachable(t *testing.T) {
 	fake := mailgunfake.Start(domain, apiKey)
 	base := fake.APIBase()
 	fake.Close()
 	c := mailer.New(mailer.Settings{Domain: domain, APIKey: apiKey, Recipient: recipient, APIBase: base}, time.Second)
 	_, err := c.Send(context.Background(), request("<x@mg.example.com>"))
-	if se := mailer.AsSendError(err); se.Class != mailer.ClassUnavailable {
-		t.Errorf("class = %s, want Unavailable: a refused connection proves nothing was sent (%v)", se.Class, err)
+	if se := mailer.AsSendError(err); se.Class != mailer.ClassUnreachable {
+		t.Errorf("class = %s, want Unreachable: a refused connection proves nothing was sent (%v)", se.Class, err)
 	}
 }
 

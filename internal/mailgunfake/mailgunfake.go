@@ -29,6 +29,7 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -51,7 +52,6 @@ type Message struct {
 	ReplyTo   string
 	Headers   map[string]string // h:<name> fields
 	Variables map[string]string // v:<name> fields
-	Fields    map[string][]string
 	Accepted  time.Time
 }
 
@@ -84,6 +84,10 @@ const (
 	// AcceptAndHang records the message, then never answers, like a sender
 	// that dies before the reply arrives.
 	AcceptAndHang
+	// AcceptAndFail records the message, then answers with Fault.Status and
+	// Fault.Body: Mailgun documents that a 5xx does not mean the message
+	// was not queued.
+	AcceptAndFail
 )
 
 // Fault is one injected failure.
@@ -143,8 +147,12 @@ func StartTLSOn(addr, domain, apiKey string, cert tls.Certificate) (*Server, err
 	if err != nil {
 		return nil, err
 	}
-	if ok, err := isLocalAddress(host); err != nil || !ok {
-		return nil, fmt.Errorf("the fake only listens on this machine's own addresses, not %q (%v)", addr, err)
+	ok, err := isLocalAddress(host)
+	if err != nil {
+		return nil, fmt.Errorf("the fake only listens on this machine's own addresses, not %q: %w", addr, err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("the fake only listens on this machine's own addresses, not %q", addr)
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -351,20 +359,25 @@ func (s *Server) nextFault(endpoint string) *Fault {
 func (s *Server) answerFault(w http.ResponseWriter, r *http.Request, f *Fault) bool {
 	switch f.Kind {
 	case Status:
-		for k, vs := range f.Header {
-			for _, v := range vs {
-				w.Header().Add(k, v)
-			}
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(f.Status)
-		_, _ = w.Write([]byte(f.Body))
+		writeFault(w, f)
 		return true
 	case Hang:
 		s.hangUp(r)
 		return true
 	}
 	return false
+}
+
+// writeFault answers with the fault's status, headers and body.
+func writeFault(w http.ResponseWriter, f *Fault) {
+	for k, vs := range f.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(f.Status)
+	_, _ = w.Write([]byte(f.Body))
 }
 
 // hangUp blocks until the client gives up or the server closes.
@@ -387,7 +400,11 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request) {
 	if fault != nil && s.answerFault(w, r, fault) {
 		return
 	}
-	if err := r.ParseMultipartForm(1 << 20); err != nil && err != http.ErrNotMultipart {
+	// Mailgun takes messages of up to 25 MB; so does the fake, and parsing
+	// a larger body fails instead of filling memory or disk.
+	r.Body = http.MaxBytesReader(w, r.Body, 25<<20)
+	//nolint:gosec // G120: the body is capped by http.MaxBytesReader above; gosec's taint check cannot see that (securego/gosec G120 samples)
+	if err := r.ParseMultipartForm(1 << 20); err != nil && !errors.Is(err, http.ErrNotMultipart) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"message": "malformed form: " + err.Error()})
 		return
 	}
@@ -409,11 +426,9 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request) {
 		Text:      first(form["text"]),
 		Headers:   map[string]string{},
 		Variables: map[string]string{},
-		Fields:    map[string][]string{},
 		Accepted:  time.Now(),
 	}
 	for k, v := range form {
-		msg.Fields[k] = append([]string(nil), v...)
 		switch {
 		case strings.HasPrefix(k, "h:"):
 			msg.Headers[strings.TrimPrefix(k, "h:")] = first(v)
@@ -463,6 +478,9 @@ func (s *Server) serveSend(w http.ResponseWriter, r *http.Request) {
 			return
 		case AcceptAndHang:
 			s.hangUp(r)
+			return
+		case AcceptAndFail:
+			writeFault(w, fault)
 			return
 		}
 	}

@@ -23,20 +23,20 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/utils/ptr"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -46,13 +46,13 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/controllers"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/metrics"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/sendprotocol"
 )
 
 // ConfigCheckName is the readiness check reporting whether the Mailgun
@@ -106,6 +106,9 @@ type Options struct {
 	MailgunTimeout  time.Duration
 	SettleTime      time.Duration
 	RecheckInterval time.Duration
+	// MaxBackoff caps the wait between failed calls to Mailgun for one
+	// object; the wait starts at one second and doubles per failure.
+	MaxBackoff time.Duration
 
 	DeliveryPollInterval    time.Duration
 	DeliveryTrackingTimeout time.Duration
@@ -148,6 +151,7 @@ func DefaultOptions() Options {
 		MailgunTimeout:         30 * time.Second,
 		SettleTime:             2 * time.Minute,
 		RecheckInterval:        5 * time.Minute,
+		MaxBackoff:             5 * time.Minute,
 
 		DeliveryPollInterval:     15 * time.Second,
 		DeliveryTrackingTimeout:  12 * time.Hour,
@@ -191,6 +195,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"After a send attempt that got no answer, how long to look for the message in Mailgun's events before sending again.")
 	fs.DurationVar(&o.RecheckInterval, "mailgun-recheck-interval", o.RecheckInterval,
 		"How long to wait before retrying after Mailgun refused the credentials or recipient.")
+	fs.DurationVar(&o.MaxBackoff, "mailgun-max-backoff", o.MaxBackoff,
+		"Cap of the wait between failed calls to Mailgun for one MailgunCluster (it starts at 1s and doubles per failure).")
 	fs.DurationVar(&o.DeliveryPollInterval, "delivery-poll-interval", o.DeliveryPollInterval,
 		"First interval between looks at Mailgun's events for the delivery of an accepted email; it grows as the email ages.")
 	fs.DurationVar(&o.DeliveryTrackingTimeout, "delivery-tracking-timeout", o.DeliveryTrackingTimeout,
@@ -207,9 +213,9 @@ func (o *Options) Validate() error {
 	if o.Concurrency < 1 {
 		return fmt.Errorf("--mailguncluster-concurrency must be at least 1, got %d", o.Concurrency)
 	}
-	if o.MailgunTimeout <= 0 || o.SettleTime <= 0 || o.RecheckInterval <= 0 ||
+	if o.MailgunTimeout <= 0 || o.SettleTime <= 0 || o.RecheckInterval <= 0 || o.MaxBackoff <= 0 ||
 		o.DeliveryPollInterval <= 0 || o.DeliveryTrackingTimeout <= 0 || o.CredentialsCheckInterval <= 0 {
-		return fmt.Errorf("--mailgun-timeout, --send-settle-time, --mailgun-recheck-interval, --delivery-poll-interval, " +
+		return fmt.Errorf("--mailgun-timeout, --send-settle-time, --mailgun-recheck-interval, --mailgun-max-backoff, --delivery-poll-interval, " +
 			"--delivery-tracking-timeout and --credentials-check-interval must be positive")
 	}
 	return nil
@@ -286,13 +292,12 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 		LeaseDuration:                 &o.LeaseDuration,
 		RenewDeadline:                 &o.RenewDeadline,
 		RetryPeriod:                   &o.RetryPeriod,
-		WebhookServer:                 webhook.NewServer(webhook.Options{}),
 	}
 	logger := ctrl.Log
 	if o.Logger != nil {
 		logger = *o.Logger
 	}
-	mgrOptions.Logger = quietLeaseRelease(logger, ctx)
+	mgrOptions.Logger = quietLeaseRelease(ctx, logger)
 	if o.WrapClient != nil {
 		mgrOptions.NewClient = func(config *rest.Config, options client.Options) (client.Client, error) {
 			c, err := client.New(config, options)
@@ -338,8 +343,13 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 		},
 		Metrics:          m,
 		WatchFilterValue: o.WatchFilterValue,
-		SettleTime:       o.SettleTime,
-		RecheckInterval:  o.RecheckInterval,
+		Protocol: sendprotocol.Protocol{
+			SettleTime:      o.SettleTime,
+			RecheckInterval: o.RecheckInterval,
+			Backoff:         min(time.Second, o.MaxBackoff),
+			MaxBackoff:      o.MaxBackoff,
+			ConflictDelay:   time.Second,
+		},
 
 		Credentials:             creds,
 		DeliveryPollInterval:    o.DeliveryPollInterval,

@@ -45,7 +45,7 @@ type shutdownSink struct {
 
 // quietLeaseRelease wraps log so that the expected lease release on
 // shutdown is not an error-level line.
-func quietLeaseRelease(log logr.Logger, stopping context.Context) logr.Logger {
+func quietLeaseRelease(stopping context.Context, log logr.Logger) logr.Logger {
 	if log.GetSink() == nil {
 		return log
 	}

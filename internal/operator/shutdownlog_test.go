@@ -41,13 +41,13 @@ func TestLeaseReleaseOnShutdownIsNotAnError(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var lines []string
-			base := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{})
+			base := funcr.New(func(_, args string) { lines = append(lines, args) }, funcr.Options{})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			if tt.stopping {
 				cancel()
 			}
-			quietLeaseRelease(base, ctx).WithName("manager").WithValues("k", "v").Error(tt.err, tt.msg)
+			quietLeaseRelease(ctx, base).WithName("manager").WithValues("k", "v").Error(tt.err, tt.msg)
 			if len(lines) != 1 {
 				t.Fatalf("got %d lines, want 1: %q", len(lines), lines)
 			}
