@@ -28,6 +28,7 @@ SHELL = /usr/bin/env bash -o pipefail
 LOCALBIN ?= $(CURDIR)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 KUSTOMIZE ?= $(LOCALBIN)/kustomize
+GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
 OPM ?= $(LOCALBIN)/opm
 TOOLS_MOD := hack/tools/go.mod
 
@@ -59,6 +60,12 @@ fmt: ## Run go fmt.
 vet: ## Run go vet.
 	go vet ./...
 
+# The e2e and faults build tags pull test/e2e and test/faults into the lint;
+# the config is .golangci.yml.
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## Run golangci-lint (linters and gofmt/goimports checks, see .golangci.yml), including the e2e and faults test suites.
+	$(GOLANGCI_LINT) run --timeout 10m --build-tags e2e,faults ./...
+
 .PHONY: verify
 verify: manifests generate bundle ## Fail if generated files (CRDs, RBAC, deepcopy, bundle) or go.mod are stale, or code is not gofmt'ed.
 	go mod tidy
@@ -75,8 +82,12 @@ verify: manifests generate bundle ## Fail if generated files (CRDs, RBAC, deepco
 controlplane: ## Build the test control plane (kube-apiserver + etcd) into bin/k8s/.
 	hack/build-controlplane.sh
 
+.PHONY: test-unit
+test-unit: ## The fast layer: every test that needs no control plane (send protocol, mailer, config, scope, bundle), in seconds.
+	go test -short -count=1 ./...
+
 .PHONY: test
-test: vet controlplane ## Run all tests (unit and against a real control plane), with the race detector.
+test: vet controlplane ## The unit tests and the envtest suite (a real kube-apiserver + etcd), with the race detector.
 	KUBEBUILDER_ASSETS="$$(hack/build-controlplane.sh)" go test -race -count=1 ./...
 
 .PHONY: e2e
@@ -230,6 +241,9 @@ $(CONTROLLER_GEN): $(TOOLS_MOD) | $(LOCALBIN)
 
 $(KUSTOMIZE): $(TOOLS_MOD) | $(LOCALBIN)
 	cd hack/tools && go build -o $(KUSTOMIZE) sigs.k8s.io/kustomize/kustomize/v5
+
+$(GOLANGCI_LINT): $(TOOLS_MOD) | $(LOCALBIN)
+	cd hack/tools && go build -o $(GOLANGCI_LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 # opm needs these build tags (sqlite JSON1, no gpgme).
 $(OPM): hack/opm/go.mod | $(LOCALBIN)

@@ -428,6 +428,9 @@ type metav1GVK = metav1.GroupVersionKind
 // TestALMExamplesAreAcceptedByTheAPIServer creates every alm-example, with
 // server-side dry run, against a real apiserver serving the bundle's CRD.
 func TestALMExamplesAreAcceptedByTheAPIServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane: run by make test, not make test-unit")
+	}
 	env, err := testenv.Start()
 	if err != nil {
 		t.Fatalf("starting control plane: %v", err)
