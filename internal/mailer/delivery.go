@@ -57,26 +57,17 @@ type Delivery struct {
 // outcomes win over earlier ones: a complaint implies delivery, a delivery
 // after temporary failures is a delivery.
 func (c *Client) Delivery(ctx context.Context, messageID string) (Delivery, error) {
-	it := c.mg.ListEvents(&mailgun.ListEventOptions{
-		Filter:         map[string]string{"message-id": strings.Trim(messageID, "<>")},
-		Limit:          100,
-		ForceAscending: true,
-		Begin:          time.Now().Add(-30 * 24 * time.Hour),
-	})
-	hint := &retryHint{}
-	var page []mailgun.Event
 	d := Delivery{State: DeliveryPending}
 	rank := map[DeliveryState]int{DeliveryPending: 0, DeliveryRetrying: 1, DeliveryRejected: 2, DeliveryFailed: 3, Delivered: 4, DeliveryComplained: 5}
-	for pages := 0; pages < 10 && it.Next(withRetryHint(ctx, hint), &page); pages++ {
-		for _, ev := range page {
-			next := summarise(ev)
-			if rank[next.State] >= rank[d.State] && next.State != DeliveryPending {
-				d = next
-			}
+	err := c.eachEvent(ctx, messageID, func(ev mailgun.Event) bool {
+		next := summarise(ev)
+		if rank[next.State] >= rank[d.State] && next.State != DeliveryPending {
+			d = next
 		}
-	}
-	if err := it.Err(); err != nil {
-		return Delivery{}, c.classify(err, hint)
+		return true
+	})
+	if err != nil {
+		return Delivery{}, err
 	}
 	return d, nil
 }

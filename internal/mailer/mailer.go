@@ -174,24 +174,44 @@ func (c *Client) Send(ctx context.Context, r Request) (string, error) {
 // every message it takes; any later event (delivered, failed, ...) implies it
 // too. "rejected" means Mailgun refused it.
 func (c *Client) WasAccepted(ctx context.Context, messageID string) (bool, error) {
-	it := c.mg.ListEvents(&mailgun.ListEventOptions{
-		Filter: map[string]string{"message-id": strings.Trim(messageID, "<>")},
-		Limit:  25,
+	accepted := false
+	err := c.eachEvent(ctx, messageID, func(ev mailgun.Event) bool {
+		accepted = ev.GetName() != events.EventRejected
+		return !accepted
 	})
-	var page []mailgun.Event
+	if err != nil {
+		return false, err
+	}
+	return accepted, nil
+}
+
+// maxEventPages bounds the events read for one message: a message has a
+// handful (accepted, delivered or a few temporary failures, opened, ...).
+const maxEventPages = 10
+
+// eachEvent calls fn with the events of the message, oldest first, until fn
+// returns false, the events end or maxEventPages pages have been read.
+func (c *Client) eachEvent(ctx context.Context, messageID string, fn func(mailgun.Event) bool) error {
+	it := c.mg.ListEvents(&mailgun.ListEventOptions{
+		Filter:         map[string]string{"message-id": strings.Trim(messageID, "<>")},
+		Limit:          100,
+		ForceAscending: true,
+		// Longer than any Mailgun plan keeps events.
+		Begin: time.Now().Add(-30 * 24 * time.Hour),
+	})
 	hint := &retryHint{}
-	if !it.Next(withRetryHint(ctx, hint), &page) {
-		if err := it.Err(); err != nil {
-			return false, c.classify(err, hint)
-		}
-		return false, nil
-	}
-	for _, ev := range page {
-		if ev.GetName() != events.EventRejected {
-			return true, nil
+	var page []mailgun.Event
+	for pages := 0; pages < maxEventPages && it.Next(withRetryHint(ctx, hint), &page); pages++ {
+		for _, ev := range page {
+			if !fn(ev) {
+				return nil
+			}
 		}
 	}
-	return false, nil
+	if err := it.Err(); err != nil {
+		return c.classify(err, hint)
+	}
+	return nil
 }
 
 // Class says what a failed Mailgun call means for the caller. The values
