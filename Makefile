@@ -164,7 +164,7 @@ bundle-sdk: manifests $(KUSTOMIZE) ## Generate the bundle with the operator-sdk 
 
 .PHONY: bundle-validate
 bundle-validate: ## Validate the bundle like `operator-sdk bundle validate` and the scorecard's basic/olm suites, offline.
-	go test ./internal/bundle/ -count=1 -v -run 'UpToDate|Validation|Scorecard|CSVContent|Placeholders|Dockerfile'
+	go test ./hack/packaging/bundle/ -count=1 -v -run 'UpToDate|Validation|Scorecard|CSVContent|Placeholders|Dockerfile'
 
 .PHONY: scorecard
 scorecard: ## Run the scorecard against a cluster (needs the operator-sdk CLI).

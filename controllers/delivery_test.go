@@ -29,9 +29,9 @@ import (
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailgunfake"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/proc"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/mailgunfake"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/proc"
 )
 
 func TestDeliveryTracking(t *testing.T) {

@@ -40,8 +40,8 @@ import (
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailgunfake"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/mailgunfake"
 )
 
 func TestSendsOneEmailForAnOwnedMailgunCluster(t *testing.T) {

@@ -43,9 +43,10 @@ import (
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailgunfake"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/testenv"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/mailgunfake"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/poll"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/testenv"
 )
 
 const (
@@ -252,18 +253,8 @@ func (h *harness) get(name string) *infrav1.MailgunCluster {
 // eventually polls cond every 100ms until it holds or timeout passes.
 func (h *harness) eventually(timeout time.Duration, what string, cond func() (bool, string)) {
 	h.t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out after %v waiting for %s; last state: %s", timeout, what, last)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if ok, last := poll.Until(h.ctx, timeout, 100*time.Millisecond, cond); !ok {
+		h.t.Fatalf("timed out after %v waiting for %s; last state: %s", timeout, what, last)
 	}
 }
 
@@ -302,12 +293,12 @@ func (h *harness) emailsFor(name string) []mailgunfake.Message {
 // consistently checks cond holds every 100ms for d.
 func (h *harness) consistently(d time.Duration, what string, cond func() (bool, string)) {
 	h.t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if ok, state := cond(); !ok {
-			h.t.Fatalf("expected %s to hold for %v; it stopped: %s", what, d, state)
-		}
-		time.Sleep(100 * time.Millisecond)
+	stopped, state := poll.Until(h.ctx, d, 100*time.Millisecond, func() (bool, string) {
+		ok, state := cond()
+		return !ok, state
+	})
+	if stopped {
+		h.t.Fatalf("expected %s to hold for %v; it stopped: %s", what, d, state)
 	}
 }
 

@@ -45,7 +45,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -55,12 +54,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/apiproxy"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailgunfake"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/proc"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/testenv"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/apiproxy"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/mailgunfake"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/poll"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/proc"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/testenv"
 )
 
 // inFlight is how many creates or patches of its own the bench has in
@@ -255,14 +255,11 @@ var bareClients = []bareClient{
 // waitReady waits until the manager's /readyz answers 200, i.e. its caches
 // have synced and the Mailgun settings checked out.
 func waitReady(ctx context.Context, addr string, timeout time.Duration) error {
-	var code int
-	var body string
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		code, body = proc.HTTPGet(addr, "/readyz")
-		return code == http.StatusOK, nil
-	})
-	if err != nil {
-		return fmt.Errorf("manager not ready after %v: %d %s", timeout, code, body)
+	if ok, last := poll.Until(ctx, timeout, 100*time.Millisecond, func() (bool, string) {
+		code, body := proc.HTTPGet(addr, "/readyz")
+		return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
+	}); !ok {
+		return fmt.Errorf("manager not ready after %v: %s", timeout, last)
 	}
 	return nil
 }
@@ -535,7 +532,7 @@ func memory(ctx context.Context, env *testenv.Env, manager, kubeconfig, dir stri
 		if err := cmd.Start(); err != nil {
 			return 0, 0, err
 		}
-		v := settledRSS(cmd.Process.Pid)
+		v := settledRSS(ctx, cmd.Process.Pid)
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		rss = append(rss, v)
@@ -570,11 +567,10 @@ func runInformer(kubeconfig, ns string) error {
 
 // settledRSS waits until the process's resident memory stops growing (at
 // most 90s) and returns it in MiB.
-func settledRSS(pid int) float64 {
+func settledRSS(ctx context.Context, pid int) float64 {
 	var last float64
 	stable := 0
-	for i := 0; i < 180 && stable < 10; i++ {
-		time.Sleep(500 * time.Millisecond)
+	poll.Until(ctx, 90*time.Second, 500*time.Millisecond, func() (bool, string) {
 		v := procStatus(pid, "VmRSS:")
 		if v > 0 && v-last < 0.5 {
 			stable++
@@ -582,7 +578,8 @@ func settledRSS(pid int) float64 {
 			stable = 0
 		}
 		last = v
-	}
+		return stable >= 10, ""
+	})
 	return last
 }
 

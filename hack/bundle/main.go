@@ -15,7 +15,7 @@ limitations under the License.
 */
 
 // Command bundle writes the OLM bundle (bundle/ and bundle.Dockerfile) from
-// config/manifests; see internal/bundle. Run it through `make bundle`.
+// config/manifests; see hack/packaging/bundle. Run it through `make bundle`.
 package main
 
 import (
@@ -25,8 +25,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/bundle"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/manifests"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/hack/packaging/bundle"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/hack/packaging/manifests"
 )
 
 func main() {

@@ -48,9 +48,10 @@ import (
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailgunfake"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/testenv"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/mailgunfake"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/poll"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/testenv"
 )
 
 const (
@@ -189,27 +190,26 @@ func readObject(path string, obj runtime.Object) error {
 }
 
 func waitReady(ctx context.Context, c client.Client, key types.NamespacedName, timeout time.Duration) (*infrav1.MailgunCluster, error) {
-	deadline := time.Now().Add(timeout)
+	mc := &infrav1.MailgunCluster{}
+	var getErr error
 	var last string
-	for time.Now().Before(deadline) {
-		mc := &infrav1.MailgunCluster{}
-		if err := c.Get(ctx, key, mc); err != nil {
-			return nil, err
-		}
-		if conditions.IsTrue(mc, infrav1.ReadyCondition) && mc.Status.MessageID != "" {
-			return mc, nil
+	ready, _ := poll.Until(ctx, timeout, 200*time.Millisecond, func() (bool, string) {
+		if getErr = c.Get(ctx, key, mc); getErr != nil {
+			return true, ""
 		}
 		if msg := conditions.GetMessage(mc, infrav1.ReadyCondition); msg != last && msg != "" {
 			last = msg
 			fmt.Printf("    ... %s: %s\n", conditions.GetReason(mc, infrav1.ReadyCondition), msg)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+		return conditions.IsTrue(mc, infrav1.ReadyCondition) && mc.Status.MessageID != "", ""
+	})
+	switch {
+	case getErr != nil:
+		return nil, getErr
+	case !ready:
+		return nil, fmt.Errorf("the MailgunCluster was not Ready after %v (last: %s)", timeout, last)
 	}
-	return nil, fmt.Errorf("the MailgunCluster was not Ready after %v (last: %s)", timeout, last)
+	return mc, nil
 }
 
 func step(format string, args ...any) {

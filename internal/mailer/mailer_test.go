@@ -28,7 +28,7 @@ import (
 	"time"
 
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailgunfake"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/mailgunfake"
 )
 
 const (

@@ -36,9 +36,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/bundle"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/manifests"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/testenv"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/hack/packaging/bundle"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/hack/packaging/manifests"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/testenv"
 )
 
 const providerLabel = "cluster.x-k8s.io/provider"

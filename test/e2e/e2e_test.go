@@ -71,12 +71,12 @@ import (
 	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/hack/packaging/manifests"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailgunfake"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/manifests"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/testenv"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/mailgunfake"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/testenv"
 )
 
 const (

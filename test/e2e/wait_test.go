@@ -23,27 +23,19 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/poll"
 )
 
 // waitFor polls cond every 500ms until it holds, failing the test with
 // what and the last state (and the dump) after timeout.
 func waitFor(ctx context.Context, t *testing.T, timeout time.Duration, what string, dump func() string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for {
-		ok, state := cond()
-		if ok {
-			return
+	if ok, last := poll.Until(ctx, timeout, 500*time.Millisecond, cond); !ok {
+		msg := fmt.Sprintf("timed out after %v waiting for %s; last state: %s", timeout, what, last)
+		if dump != nil {
+			msg += "\n" + dump()
 		}
-		last = state
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			msg := fmt.Sprintf("timed out after %v waiting for %s; last state: %s", timeout, what, last)
-			if dump != nil {
-				msg += "\n" + dump()
-			}
-			t.Fatal(msg)
-		}
-		time.Sleep(500 * time.Millisecond)
+		t.Fatal(msg)
 	}
 }

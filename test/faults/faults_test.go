@@ -42,12 +42,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/apiproxy"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailgunfake"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/proc"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/testenv"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/apiproxy"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/mailgunfake"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/poll"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/proc"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/testenv"
 )
 
 const (
@@ -242,15 +243,11 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 		<-kills, proxy.Writes.Load(), proxy.Refused.Load(), proxy.Lost.Load(), sendCount(fake))
 
 	// Faults keep going; every object must converge.
-	deadline := time.Now().Add(6 * time.Minute)
 	var pending []string
-	for time.Now().Before(deadline) {
+	poll.Until(ctx, 6*time.Minute, 2*time.Second, func() (bool, string) {
 		pending = notConverged(ctx, t, c, ns)
-		if len(pending) == 0 {
-			break
-		}
-		time.Sleep(2 * time.Second)
-	}
+		return len(pending) == 0, ""
+	})
 	if len(pending) > 0 {
 		t.Errorf("%d objects did not converge; first ones:\n%s", len(pending), strings.Join(pending[:min(10, len(pending))], "\n"))
 	}

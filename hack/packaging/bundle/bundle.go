@@ -42,7 +42,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/manifests"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/hack/packaging/manifests"
 )
 
 // Options describe the bundle to generate.

@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -41,9 +42,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/bundle"
-	render "github.com/capi-mailgun/cluster-api-provider-mailgun/internal/manifests"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/testenv"
+	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/hack/packaging/bundle"
+	render "github.com/capi-mailgun/cluster-api-provider-mailgun/hack/packaging/manifests"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/testenv"
 )
 
 const pkg = "cluster-api-provider-mailgun"
@@ -487,5 +489,45 @@ func TestSecretAccessIsConfinedToTheOperatorNamespace(t *testing.T) {
 	}
 	if !bound {
 		t.Errorf("no RoleBinding binds the Secret Role to %s", sa)
+	}
+}
+
+// TestPROJECTListsEveryAPIKind keeps the PROJECT file, which the
+// operator-sdk and kubebuilder CLIs read, in step with the kinds api/v1beta1
+// registers.
+func TestPROJECTListsEveryAPIKind(t *testing.T) {
+	b, err := os.ReadFile(repoPath(t, "PROJECT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var project struct {
+		Resources []struct {
+			Group, Version, Kind, Domain string
+		}
+	}
+	if err := yaml.Unmarshal(b, &project); err != nil {
+		t.Fatalf("parsing PROJECT: %v", err)
+	}
+	var listed []string
+	for _, r := range project.Resources {
+		listed = append(listed, r.Group+"."+r.Domain+"/"+r.Version+", Kind="+r.Kind)
+	}
+	scheme := runtime.NewScheme()
+	if err := infrav1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	var registered []string
+	apiPkg := reflect.TypeFor[infrav1.MailgunCluster]().PkgPath()
+	for kind, typ := range scheme.KnownTypes(infrav1.GroupVersion) {
+		// Skip the List kinds and the meta types (options, WatchEvent)
+		// every group-version carries.
+		if typ.PkgPath() == apiPkg && !strings.HasSuffix(kind, "List") {
+			registered = append(registered, infrav1.GroupVersion.WithKind(kind).String())
+		}
+	}
+	sort.Strings(listed)
+	sort.Strings(registered)
+	if !slices.Equal(listed, registered) {
+		t.Errorf("PROJECT lists %v; api/v1beta1 registers %v", listed, registered)
 	}
 }
