@@ -21,12 +21,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/labels"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -132,8 +133,11 @@ func (r *MailgunClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, fmt.Errorf("getting MailgunCluster: %w", err)
 	}
 
+	// A missing owner is not an error: the Cluster may be created later (the
+	// Cluster watch brings us back), or it is gone while we are deleted.
 	cluster, err := util.GetOwnerCluster(ctx, r.Client, mc.ObjectMeta)
-	if err != nil && (!apierrors.IsNotFound(err) || mc.DeletionTimestamp.IsZero()) {
+	ownerMissing := apierrors.IsNotFound(err)
+	if err != nil && !ownerMissing {
 		return ctrl.Result{}, fmt.Errorf("getting owner Cluster: %w", err)
 	}
 	if cluster != nil {
@@ -172,14 +176,35 @@ func (r *MailgunClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return r.reconcileDelete(s)
 	}
 
-	if cluster == nil {
-		log.Info("Waiting for Cluster API to set the owner Cluster")
-		setEmailSent(mc, metav1.ConditionFalse, infrav1.WaitingForClusterReason,
-			"waiting for a Cluster to reference this MailgunCluster in spec.infrastructureRef")
+	if reason, msg := notOurCluster(mc, cluster, ownerMissing); reason != "" {
+		log.Info("Not sending: "+msg, "reason", reason)
+		setEmailSent(mc, metav1.ConditionFalse, reason, msg)
 		return ctrl.Result{}, nil
 	}
 
 	return r.reconcileNormal(ctx, s)
+}
+
+// notOurCluster says why the MailgunCluster must not send yet: it has no
+// owner Cluster, the owner does not exist, or the owner's
+// spec.infrastructureRef names another object (a second MailgunCluster
+// owned by the same Cluster is not its infrastructure). Each case ends when
+// the Cluster changes, which the Cluster watch reports.
+func notOurCluster(mc *infrav1.MailgunCluster, cluster *clusterv1.Cluster, ownerMissing bool) (reason, message string) {
+	switch {
+	case ownerMissing:
+		return infrav1.WaitingForClusterReason, fmt.Sprintf("the owner Cluster %s does not exist; waiting for it to be created", ownerClusterName(mc))
+	case cluster == nil:
+		return infrav1.WaitingForClusterReason, "waiting for a Cluster to reference this MailgunCluster in spec.infrastructureRef"
+	}
+	ref := cluster.Spec.InfrastructureRef
+	switch {
+	case !ref.IsDefined():
+		return infrav1.WaitingForClusterReason, fmt.Sprintf("waiting for the owner Cluster %s to set spec.infrastructureRef", cluster.Name)
+	case ref.APIGroup != infrav1.GroupVersion.Group || ref.Kind != "MailgunCluster" || ref.Name != mc.Name:
+		return infrav1.NotClusterInfrastructureReason, fmt.Sprintf("the owner Cluster %s names %s %s in spec.infrastructureRef, not this MailgunCluster; nothing is sent for it", cluster.Name, ref.Kind, ref.Name)
+	}
+	return "", ""
 }
 
 func (r *MailgunClusterReconciler) reconcileDelete(s *scope) (ctrl.Result, error) {
@@ -241,11 +266,26 @@ func (r *MailgunClusterReconciler) allMailgunClusters(ctx context.Context, _ cli
 	}
 	reqs := make([]reconcile.Request, 0, len(list.Items))
 	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{
-			Namespace: list.Items[i].Namespace, Name: list.Items[i].Name,
-		}})
+		mc := &list.Items[i]
+		// The same filters as the MailgunCluster watch: objects for another
+		// instance of the operator, or managed by someone else, stay
+		// untouched.
+		if (r.WatchFilterValue != "" && !labels.HasWatchLabel(mc, r.WatchFilterValue)) || annotations.IsExternallyManaged(mc) {
+			continue
+		}
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(mc)})
 	}
 	return reqs
+}
+
+// ownerClusterName is the name of the Cluster in mc's owner references.
+func ownerClusterName(mc *infrav1.MailgunCluster) string {
+	for _, ref := range mc.OwnerReferences {
+		if ref.Kind == "Cluster" && strings.HasPrefix(ref.APIVersion, clusterv1.GroupVersion.Group+"/") {
+			return ref.Name
+		}
+	}
+	return ""
 }
 
 // setPausedCondition sets the Paused condition and reports whether

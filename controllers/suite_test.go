@@ -284,6 +284,17 @@ func (h *harness) waitForAccepted(name string, timeout time.Duration) *infrav1.M
 	return mc
 }
 
+// noErrorLogged fails the test for every error-level line the manager
+// logged: normal operation logs none.
+func (h *harness) noErrorLogged() {
+	h.t.Helper()
+	for _, line := range strings.Split(h.logs.String(), "\n") {
+		if strings.Contains(line, "\tERROR\t") {
+			h.t.Errorf("the manager logged an error: %s", line)
+		}
+	}
+}
+
 // emailsFor returns the accepted emails for a MailgunCluster, found by the
 // object variable every request carries.
 func (h *harness) emailsFor(name string) []mailgunfake.Message {

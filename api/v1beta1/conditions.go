@@ -68,6 +68,11 @@ const (
 	// at it.
 	WaitingForClusterReason = "WaitingForCluster"
 
+	// NotClusterInfrastructureReason: the owner Cluster's
+	// spec.infrastructureRef names another object, so this MailgunCluster is
+	// not its infrastructure and sends nothing.
+	NotClusterInfrastructureReason = "NotClusterInfrastructure"
+
 	// MailgunNotConfiguredReason: the operator lacks Mailgun settings (domain,
 	// API key or recipient) or they are invalid.
 	MailgunNotConfiguredReason = "MailgunNotConfigured"
