@@ -47,6 +47,10 @@ func (r *MailgunClusterReconciler) reconcileNormal(ctx context.Context, s *scope
 	log := ctrl.LoggerFrom(ctx)
 	mc := s.mc
 
+	if ok, err := r.vetSendRecord(ctx, s); !ok || err != nil {
+		return ctrl.Result{}, err
+	}
+
 	resend := resendRequested(mc)
 	if id := recordedMessageID(mc); id != "" && !resend {
 		markAccepted(mc, id)
@@ -288,6 +292,7 @@ func withNewRequest(mc *infrav1.MailgunCluster, domain string) {
 	ann[infrav1.MessageIDHistoryAnnotation] = strings.Join(history, ",")
 	ann[infrav1.MessageIDAnnotation] = resendMessageID(mc.UID, domain, req)
 	ann[infrav1.ResendHandledAnnotation] = req
+	ann[infrav1.SentForAnnotation] = sentFor(mc)
 	delete(ann, infrav1.AcceptedMessageIDAnnotation)
 	delete(ann, infrav1.SendAttemptedAtAnnotation)
 }
@@ -299,6 +304,8 @@ func markAccepted(mc *infrav1.MailgunCluster, id string) {
 		mc.Annotations = map[string]string{}
 	}
 	mc.Annotations[infrav1.AcceptedMessageIDAnnotation] = id
+	// Adopts records written before the sent-for binding existed.
+	mc.Annotations[infrav1.SentForAnnotation] = sentFor(mc)
 	delete(mc.Annotations, infrav1.SendAttemptedAtAnnotation)
 	mc.Status.MessageID = id
 	mc.Status.Initialization.Provisioned = ptr.To(true)

@@ -473,6 +473,8 @@ func TestRecordedEmailSurvivesMove(t *testing.T) {
 	mc.Annotations = map[string]string{
 		infrav1.MessageIDAnnotation:         earlierID,
 		infrav1.AcceptedMessageIDAnnotation: earlierID,
+		// Same namespace and name: the same object, moved.
+		infrav1.SentForAnnotation: h.ns + "/moved",
 	}
 	if err := h.c.Create(h.ctx, mc); err != nil {
 		t.Fatalf("creating MailgunCluster: %v", err)

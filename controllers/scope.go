@@ -84,12 +84,14 @@ func (s *scope) patch(ctx context.Context) error {
 }
 
 // recordAttempt durably records, before a send, the Message-Id and the
-// claim of the attempt, together with the finalizer, in one write.
+// claim of the attempt, the object they belong to and the finalizer, in one
+// write.
 func (s *scope) recordAttempt(ctx context.Context, messageID, claim string) error {
 	err := s.patchMetadata(ctx, func(mc *infrav1.MailgunCluster) {
 		controllerutil.AddFinalizer(mc, infrav1.ClusterFinalizer)
 		mc.Annotations[infrav1.MessageIDAnnotation] = messageID
 		mc.Annotations[infrav1.SendAttemptedAtAnnotation] = claim
+		mc.Annotations[infrav1.SentForAnnotation] = sentFor(mc)
 	})
 	if err != nil {
 		return fmt.Errorf("recording the send attempt before sending: %w", err)

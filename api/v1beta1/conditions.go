@@ -104,6 +104,11 @@ const (
 	// message and do not.
 	SendOutcomeUnknownReason = "SendOutcomeUnknown"
 
+	// InvalidAnnotationReason: a send-record annotation holds a value this
+	// operator never writes (e.g. a Message-Id with line breaks, which
+	// would inject mail headers); nothing is sent until it is removed.
+	InvalidAnnotationReason = "InvalidAnnotation"
+
 	// DeletingReason: the MailgunCluster is being deleted.
 	DeletingReason = "Deleting"
 )

@@ -52,6 +52,14 @@ const (
 	// MessageIDHistoryAnnotation lists, comma-separated and oldest first,
 	// the IDs of earlier accepted emails replaced by resends.
 	MessageIDHistoryAnnotation = "mailgun.infrastructure.cluster.x-k8s.io/message-id-history"
+
+	// SentForAnnotation binds the send record (the annotations above) to the
+	// object it was written for, as "<namespace>/<name>". clusterctl move and
+	// a restore keep both, so the record still counts and nothing is sent
+	// again; a copy under another name or namespace (GitOps, a restore into
+	// a new namespace) does not match, drops the copied record and sends its
+	// own email.
+	SentForAnnotation = "mailgun.infrastructure.cluster.x-k8s.io/sent-for"
 )
 
 // Priority says how urgently the requester needs the cluster.

@@ -1,0 +1,89 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"maps"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
+)
+
+func TestCheckSendRecord(t *testing.T) {
+	const (
+		ours     = "<mailguncluster.6f1c2d3e-0000-4000-8000-000000000001@mg.example.com>"
+		resend   = "<mailguncluster.6f1c2d3e-0000-4000-8000-000000000001.resend-0123456789ab@mg.example.com>"
+		accepted = "<20260101120000.1.ABCDEF@mg.example.com>"
+	)
+	tests := []struct {
+		name string
+		ann  map[string]string
+		want recordVerdict
+	}{
+		{name: "no record", want: recordOwn},
+		{name: "a record written for this object", want: recordOwn, ann: map[string]string{
+			infrav1.SentForAnnotation: "team-a/prod", infrav1.MessageIDAnnotation: ours, infrav1.AcceptedMessageIDAnnotation: accepted}},
+		{name: "a resend's Message-Id", want: recordOwn, ann: map[string]string{
+			infrav1.SentForAnnotation: "team-a/prod", infrav1.MessageIDAnnotation: resend}},
+		{name: "a record from before the sent-for binding is adopted", want: recordOwn, ann: map[string]string{
+			infrav1.MessageIDAnnotation: ours, infrav1.AcceptedMessageIDAnnotation: accepted}},
+		{name: "a record copied from another namespace", want: recordCopied, ann: map[string]string{
+			infrav1.SentForAnnotation: "team-b/prod", infrav1.MessageIDAnnotation: ours, infrav1.AcceptedMessageIDAnnotation: accepted}},
+		{name: "a record copied from another name", want: recordCopied, ann: map[string]string{
+			infrav1.SentForAnnotation: "team-a/staging", infrav1.MessageIDAnnotation: ours}},
+		{name: "a Message-Id that injects a header", want: recordInvalid, ann: map[string]string{
+			infrav1.MessageIDAnnotation: "<mailguncluster.x@mg.example.com>\r\nBcc: everyone@example.com"}},
+		{name: "a Message-Id this operator does not write", want: recordInvalid, ann: map[string]string{
+			infrav1.MessageIDAnnotation: "<someone-elses@example.com>"}},
+		{name: "an accepted ID that injects into status", want: recordInvalid, ann: map[string]string{
+			infrav1.AcceptedMessageIDAnnotation: "<a@b>\nforged"}},
+		{name: "an empty accepted ID", want: recordInvalid, ann: map[string]string{
+			infrav1.AcceptedMessageIDAnnotation: ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mc := &infrav1.MailgunCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "prod", Annotations: tt.ann}}
+			got, detail := checkSendRecord(mc)
+			if got != tt.want {
+				t.Errorf("verdict = %d (%s), want %d", got, detail, tt.want)
+			}
+			if (got == recordOwn) != (detail == "") {
+				t.Errorf("detail = %q: want one exactly when the record is refused", detail)
+			}
+		})
+	}
+}
+
+func TestDropCopiedRecordKeepsTheRest(t *testing.T) {
+	mc := &infrav1.MailgunCluster{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+		infrav1.SentForAnnotation:           "team-b/prod",
+		infrav1.MessageIDAnnotation:         "<mailguncluster.x@mg.example.com>",
+		infrav1.SendAttemptedAtAnnotation:   "2026-01-01T00:00:00Z",
+		infrav1.AcceptedMessageIDAnnotation: "<1@mg.example.com>",
+		infrav1.MessageIDHistoryAnnotation:  "<0@mg.example.com>",
+		infrav1.ResendRequestAnnotation:     "please",
+		infrav1.ResendHandledAnnotation:     "earlier",
+		"team":                              "a",
+	}}}
+	dropCopiedRecord(mc)
+	want := map[string]string{infrav1.ResendRequestAnnotation: "please", infrav1.ResendHandledAnnotation: "please", "team": "a"}
+	if !maps.Equal(mc.Annotations, want) {
+		t.Errorf("annotations = %v, want %v", mc.Annotations, want)
+	}
+}
