@@ -237,3 +237,39 @@ func TestUnverifiedDomainIsReportedButNotBlocking(t *testing.T) {
 		t.Errorf("the log does not warn about the unverified domain")
 	}
 }
+
+// TestRefusedResendRequests: blank and oversized resend requests send
+// nothing and are reported once with a Warning event naming the
+// annotation; a request made before the first email was accepted is
+// answered by it.
+func TestRefusedResendRequests(t *testing.T) {
+	h := newHarness(t)
+	h.startManager()
+	h.createOwned("early", func(mc *infrav1.MailgunCluster) {
+		mc.Annotations = map[string]string{infrav1.ResendRequestAnnotation: "asked-early"}
+	})
+	h.createOwned("refused")
+	h.waitForAccepted("early", 20*time.Second)
+	h.waitForAccepted("refused", 20*time.Second)
+	for _, value := range []string{"   ", strings.Repeat("x", 150<<10)} {
+		mc := h.get("refused")
+		patchObj(h, mc, func() { mc.Annotations[infrav1.ResendRequestAnnotation] = value })
+		h.eventually(10*time.Second, "an InvalidResendRequest event", func() (bool, string) {
+			n := 0
+			for _, e := range h.events("refused") {
+				if e.Reason == "InvalidResendRequest" && strings.Contains(e.Note, infrav1.ResendRequestAnnotation) {
+					n++
+				}
+			}
+			return n > 0, fmt.Sprintf("%d such events", n)
+		})
+	}
+	h.consistently(2*time.Second, "one email each", func() (bool, string) {
+		e, r := len(h.emailsFor("early")), len(h.emailsFor("refused"))
+		return e == 1 && r == 1, fmt.Sprintf("early %d, refused %d", e, r)
+	})
+	if got := h.get("refused"); !conditions.IsTrue(got, infrav1.EmailSentCondition) {
+		t.Errorf("a refused resend request changed EmailSent: %+v", conditions.Get(got, infrav1.EmailSentCondition))
+	}
+	h.noErrorLogged()
+}

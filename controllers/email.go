@@ -51,8 +51,11 @@ func (r *MailgunClusterReconciler) reconcileNormal(ctx context.Context, s *scope
 		return ctrl.Result{}, err
 	}
 
-	resend := resendRequested(mc)
-	if id := recordedMessageID(mc); id != "" && !resend {
+	resend, problem := pendingResend(mc)
+	if problem != "" {
+		r.warnResendOnce(ctx, mc, problem)
+	}
+	if id := recordedMessageID(mc); id != "" && resend == "" {
 		markAccepted(mc, id)
 		return r.trackDelivery(ctx, mc, id)
 	}
@@ -66,7 +69,7 @@ func (r *MailgunClusterReconciler) reconcileNormal(ctx context.Context, s *scope
 		setEmailSent(mc, metav1.ConditionFalse, infrav1.MailgunNotConfiguredReason, err.Error())
 		return ctrl.Result{}, nil
 	}
-	if resend {
+	if resend != "" {
 		if err := s.startResend(ctx, settings.Domain); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -239,6 +242,10 @@ func (r *MailgunClusterReconciler) apply(ctx context.Context, mc *infrav1.Mailgu
 // to have accepted, and schedules the first look at its delivery.
 func (r *MailgunClusterReconciler) newlyAccepted(mc *infrav1.MailgunCluster, id string) ctrl.Result {
 	markAccepted(mc, id)
+	// A resend request made while this email was pending is answered by it.
+	if req, ok := mc.Annotations[infrav1.ResendRequestAnnotation]; ok && resendValueProblem(req) == "" {
+		mc.Annotations[infrav1.ResendHandledAnnotation] = req
+	}
 	setDeliveryPending(mc, id)
 	r.memory.store(mc, objectMemory{nextDeliveryPoll: time.Now().Add(r.DeliveryPollInterval)})
 	return ctrl.Result{RequeueAfter: r.DeliveryPollInterval}
@@ -257,11 +264,53 @@ func recordedMessageID(mc *infrav1.MailgunCluster) string {
 	return ""
 }
 
-// resendRequested reports whether the user asked for a new email that the
-// controller has not taken on yet.
-func resendRequested(mc *infrav1.MailgunCluster) bool {
+// maxResendRequest bounds a resend request's value: it is kept in a second
+// annotation, and all annotations together must stay under 256 KiB.
+const maxResendRequest = 256
+
+// pendingResend returns the user's resend request that the controller should
+// take on now, "" if none, and what is wrong with a value it refuses. A
+// request made before the first email was accepted waits for it: the first
+// email answers it (newlyAccepted marks it handled), and switching Message-Id
+// while a send's outcome is unknown could send twice.
+func pendingResend(mc *infrav1.MailgunCluster) (request, problem string) {
+	req, ok := mc.Annotations[infrav1.ResendRequestAnnotation]
+	switch {
+	case !ok || req == mc.Annotations[infrav1.ResendHandledAnnotation]:
+		return "", ""
+	case resendValueProblem(req) != "":
+		return "", resendValueProblem(req)
+	case recordedMessageID(mc) == "":
+		return "", ""
+	}
+	return req, ""
+}
+
+// resendValueProblem says what is wrong with a resend request's value, ""
+// if nothing.
+func resendValueProblem(req string) string {
+	switch {
+	case strings.TrimSpace(req) == "":
+		return fmt.Sprintf("annotation %s is blank; set it to a new non-blank value (e.g. the date) to ask for another email", infrav1.ResendRequestAnnotation)
+	case len(req) > maxResendRequest:
+		return fmt.Sprintf("annotation %s is %d bytes long, more than %d; set a short new value (e.g. the date) to ask for another email", infrav1.ResendRequestAnnotation, len(req), maxResendRequest)
+	}
+	return ""
+}
+
+// warnResendOnce reports a refused resend request with a Warning event and
+// a log line, once per value: the accepted email, and the EmailSent
+// condition that records it, stay as they are.
+func (r *MailgunClusterReconciler) warnResendOnce(ctx context.Context, mc *infrav1.MailgunCluster, problem string) {
+	mem := r.memory.load(mc)
 	req := mc.Annotations[infrav1.ResendRequestAnnotation]
-	return req != "" && req != mc.Annotations[infrav1.ResendHandledAnnotation]
+	if mem.refusedResend == req {
+		return
+	}
+	mem.refusedResend = req
+	r.memory.store(mc, mem)
+	ctrl.LoggerFrom(ctx).Info("Not resending: " + problem)
+	r.Recorder.Eventf(mc, nil, corev1.EventTypeWarning, "InvalidResendRequest", "SendEmail", "%s", problem)
 }
 
 // maxHistory bounds the message ID history kept in the annotation.
@@ -343,6 +392,8 @@ type objectMemory struct {
 	// nextDeliveryPoll is when the delivery of the accepted email is next
 	// looked up.
 	nextDeliveryPoll time.Time
+	// refusedResend is the last resend request value reported as invalid.
+	refusedResend string
 }
 
 func holdKey(mc *infrav1.MailgunCluster, s mailer.Settings) string {

@@ -111,7 +111,7 @@ func dropCopiedRecord(mc *infrav1.MailgunCluster) {
 	} {
 		delete(mc.Annotations, k)
 	}
-	if req, ok := mc.Annotations[infrav1.ResendRequestAnnotation]; ok {
+	if req, ok := mc.Annotations[infrav1.ResendRequestAnnotation]; ok && resendValueProblem(req) == "" {
 		mc.Annotations[infrav1.ResendHandledAnnotation] = req
 	}
 }

@@ -18,6 +18,7 @@ package controllers
 
 import (
 	"maps"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -85,5 +86,39 @@ func TestDropCopiedRecordKeepsTheRest(t *testing.T) {
 	want := map[string]string{infrav1.ResendRequestAnnotation: "please", infrav1.ResendHandledAnnotation: "please", "team": "a"}
 	if !maps.Equal(mc.Annotations, want) {
 		t.Errorf("annotations = %v, want %v", mc.Annotations, want)
+	}
+}
+
+func TestPendingResend(t *testing.T) {
+	accepted := map[string]string{infrav1.AcceptedMessageIDAnnotation: "<1@mg.example.com>"}
+	with := func(base map[string]string, extra map[string]string) map[string]string {
+		m := maps.Clone(base)
+		if m == nil {
+			m = map[string]string{}
+		}
+		maps.Copy(m, extra)
+		return m
+	}
+	tests := []struct {
+		name        string
+		ann         map[string]string
+		wantRequest string
+		wantProblem bool
+	}{
+		{name: "no request", ann: accepted},
+		{name: "a new request", ann: with(accepted, map[string]string{infrav1.ResendRequestAnnotation: "2026-12-04"}), wantRequest: "2026-12-04"},
+		{name: "a handled request", ann: with(accepted, map[string]string{infrav1.ResendRequestAnnotation: "1", infrav1.ResendHandledAnnotation: "1"})},
+		{name: "a blank request", ann: with(accepted, map[string]string{infrav1.ResendRequestAnnotation: " \t "}), wantProblem: true},
+		{name: "an oversized request", ann: with(accepted, map[string]string{infrav1.ResendRequestAnnotation: strings.Repeat("x", 150<<10)}), wantProblem: true},
+		{name: "a request before the first email was accepted waits for it", ann: with(nil, map[string]string{infrav1.ResendRequestAnnotation: "1"})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mc := &infrav1.MailgunCluster{ObjectMeta: metav1.ObjectMeta{Annotations: tt.ann}}
+			req, problem := pendingResend(mc)
+			if req != tt.wantRequest || (problem != "") != tt.wantProblem {
+				t.Errorf("pendingResend = %q, %q; want %q, problem %v", req, problem, tt.wantRequest, tt.wantProblem)
+			}
+		})
 	}
 }
