@@ -78,8 +78,10 @@ const (
 // MailgunClusterSpec describes the cluster being requested by email.
 type MailgunClusterSpec struct {
 	// priority is how urgently the cluster is needed; it is shown in the
-	// subject of the request email.
+	// subject of the request email. Immutable, like every field that goes
+	// into the email.
 	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.priority is immutable: it is part of the request email; create a new MailgunCluster to request another cluster"
 	Priority Priority `json:"priority"`
 
 	// request is the free-text body of the request: what the cluster is for
@@ -88,7 +90,8 @@ type MailgunClusterSpec struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=4096
-	// +kubebuilder:validation:XValidation:rule="!self.matches('[\\\\x00-\\\\x08\\\\x0b\\\\x0c\\\\x0e-\\\\x1f\\\\x7f]')",message="request must not contain control characters other than tab, CR and LF"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[\\\\x00-\\\\x08\\\\x0b\\\\x0c\\\\x0e-\\\\x1f\\\\x7f]')",message="spec.request must not contain control characters other than tab, CR and LF"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.request is immutable: it is the body of the request email; create a new MailgunCluster to request another cluster"
 	Request string `json:"request"`
 
 	// requester identifies who asked for the cluster: an email address
@@ -97,7 +100,8 @@ type MailgunClusterSpec struct {
 	// +required
 	// +kubebuilder:validation:MinLength=3
 	// +kubebuilder:validation:MaxLength=254
-	// +kubebuilder:validation:Pattern=`^([A-Za-z0-9!#$%&'*+/=?^_{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_{|}~-]+)*@)?([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r"^([A-Za-z0-9!#$%&'*+/=?^_{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_{|}~-]+)*@)?([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")`,message="spec.requester must be an email address such as alice@example.com (or, in manifests written for earlier versions, a domain name)"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.requester is immutable: it is the Reply-To of the request email; create a new MailgunCluster to request another cluster"
 	Requester string `json:"requester"`
 
 	// controlPlaneEndpoint is the endpoint of the requested cluster's control
@@ -114,7 +118,7 @@ type APIEndpoint struct {
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9.:\[\]_-]+$`
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r"^[A-Za-z0-9.:\[\]_-]+$")`,message="spec.controlPlaneEndpoint.host must be a hostname or an IP address"
 	Host string `json:"host,omitempty"`
 
 	// port is the port the API server serves on.
@@ -177,7 +181,6 @@ type MailgunClusterInitializationStatus struct {
 // +kubebuilder:printcolumn:name="Message ID",type="string",JSONPath=".status.messageID",description="Mailgun message ID of the request email"
 // +kubebuilder:printcolumn:name="Delivery",type="string",JSONPath=".status.conditions[?(@.type==\"EmailDelivered\")].reason",description="Delivery of the request email: DeliveryPending, Delivered, DeliveryFailed, ..."
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.messageID) || oldSelf.status.messageID == '' || self.spec == oldSelf.spec",message="spec is immutable once the request email has been sent (status.messageID is set); create a new MailgunCluster to request another cluster"
 
 // MailgunCluster asks for a cluster by sending an email through Mailgun.
 type MailgunCluster struct {
