@@ -257,65 +257,7 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 	if err != nil {
 		return nil, err
 	}
-
-	cacheOptions := cache.Options{ByObject: map[client.Object]cache.ByObject{}}
-	if o.WatchNamespace != "" {
-		cacheOptions.DefaultNamespaces = map[string]cache.Config{o.WatchNamespace: {}}
-	}
-	if o.ConfigNamespace != "" {
-		// Cache only the two objects we read, so that the operator neither
-		// needs nor holds any other Secret.
-		cacheOptions.ByObject[&corev1.Secret{}] = cache.ByObject{
-			Namespaces: map[string]cache.Config{o.ConfigNamespace: {}},
-			Field:      fields.OneTermEqualSelector("metadata.name", o.SecretName),
-		}
-		cacheOptions.ByObject[&corev1.ConfigMap{}] = cache.ByObject{
-			Namespaces: map[string]cache.Config{o.ConfigNamespace: {}},
-			Field:      fields.OneTermEqualSelector("metadata.name", o.ConfigMapName),
-		}
-	}
-
-	metricsOptions := metricsserver.Options{
-		BindAddress:   o.MetricsBindAddress,
-		SecureServing: o.SecureMetrics,
-		TLSOpts:       []func(*tls.Config){metricsTLS(o.EnableHTTP2)},
-	}
-	if o.SecureMetrics {
-		metricsOptions.FilterProvider = filters.WithAuthenticationAndAuthorization
-	}
-
-	leaderElectionNamespace := o.LeaderElectionNamespace
-	if leaderElectionNamespace == "" {
-		leaderElectionNamespace = o.ConfigNamespace
-	}
-	mgrOptions := ctrl.Options{
-		Scheme:                        scheme,
-		Cache:                         cacheOptions,
-		Metrics:                       metricsOptions,
-		HealthProbeBindAddress:        o.HealthProbeBindAddress,
-		LeaderElection:                o.LeaderElect,
-		LeaderElectionID:              o.LeaderElectionID,
-		LeaderElectionNamespace:       leaderElectionNamespace,
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 &o.LeaseDuration,
-		RenewDeadline:                 &o.RenewDeadline,
-		RetryPeriod:                   &o.RetryPeriod,
-	}
-	logger := ctrl.Log
-	if o.Logger != nil {
-		logger = *o.Logger
-	}
-	mgrOptions.Logger = quietLeaseRelease(ctx, logger)
-	if o.WrapClient != nil {
-		mgrOptions.NewClient = func(config *rest.Config, options client.Options) (client.Client, error) {
-			c, err := client.New(config, options)
-			if err != nil {
-				return nil, err
-			}
-			return o.WrapClient(c), nil
-		}
-	}
-	mgr, err := ctrl.NewManager(restConfig, mgrOptions)
+	mgr, err := ctrl.NewManager(restConfig, managerOptions(ctx, o, scheme))
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
@@ -349,16 +291,9 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 		NewMailer: func(s mailer.Settings) controllers.Mailer {
 			return mailers.Client(s)
 		},
-		Metrics:          m,
-		WatchFilterValue: o.WatchFilterValue,
-		Protocol: sendprotocol.Protocol{
-			SettleTime:      o.SettleTime,
-			RecheckInterval: o.RecheckInterval,
-			Backoff:         min(time.Second, o.MaxBackoff),
-			MaxBackoff:      o.MaxBackoff,
-			ConflictDelay:   time.Second,
-		},
-
+		Metrics:                 m,
+		WatchFilterValue:        o.WatchFilterValue,
+		Protocol:                o.protocol(),
 		Credentials:             creds,
 		DeliveryPollInterval:    o.DeliveryPollInterval,
 		DeliveryTrackingTimeout: o.DeliveryTrackingTimeout,
@@ -369,17 +304,100 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 	}); err != nil {
 		return nil, err
 	}
-
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return nil, fmt.Errorf("adding health check: %w", err)
-	}
-	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
-		return nil, fmt.Errorf("adding readiness check: %w", err)
-	}
-	if err := mgr.AddReadyzCheck(ConfigCheckName, configCheck(mgr, source, creds)); err != nil {
-		return nil, fmt.Errorf("adding readiness check: %w", err)
+	if err := addHealthChecks(mgr, source, creds); err != nil {
+		return nil, err
 	}
 	return mgr, nil
+}
+
+// managerOptions maps o to the manager's options: what it caches, where it
+// serves metrics and probes, leader election and logging.
+func managerOptions(ctx context.Context, o Options, scheme *runtime.Scheme) ctrl.Options {
+	cacheOptions := cache.Options{ByObject: map[client.Object]cache.ByObject{}}
+	if o.WatchNamespace != "" {
+		cacheOptions.DefaultNamespaces = map[string]cache.Config{o.WatchNamespace: {}}
+	}
+	if o.ConfigNamespace != "" {
+		// Cache only the two objects we read, so that the operator neither
+		// needs nor holds any other Secret.
+		cacheOptions.ByObject[&corev1.Secret{}] = cache.ByObject{
+			Namespaces: map[string]cache.Config{o.ConfigNamespace: {}},
+			Field:      fields.OneTermEqualSelector("metadata.name", o.SecretName),
+		}
+		cacheOptions.ByObject[&corev1.ConfigMap{}] = cache.ByObject{
+			Namespaces: map[string]cache.Config{o.ConfigNamespace: {}},
+			Field:      fields.OneTermEqualSelector("metadata.name", o.ConfigMapName),
+		}
+	}
+
+	metricsOptions := metricsserver.Options{
+		BindAddress:   o.MetricsBindAddress,
+		SecureServing: o.SecureMetrics,
+		TLSOpts:       []func(*tls.Config){metricsTLS(o.EnableHTTP2)},
+	}
+	if o.SecureMetrics {
+		metricsOptions.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+
+	leaderElectionNamespace := o.LeaderElectionNamespace
+	if leaderElectionNamespace == "" {
+		leaderElectionNamespace = o.ConfigNamespace
+	}
+	logger := ctrl.Log
+	if o.Logger != nil {
+		logger = *o.Logger
+	}
+	mgrOptions := ctrl.Options{
+		Scheme:                        scheme,
+		Cache:                         cacheOptions,
+		Metrics:                       metricsOptions,
+		HealthProbeBindAddress:        o.HealthProbeBindAddress,
+		LeaderElection:                o.LeaderElect,
+		LeaderElectionID:              o.LeaderElectionID,
+		LeaderElectionNamespace:       leaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &o.LeaseDuration,
+		RenewDeadline:                 &o.RenewDeadline,
+		RetryPeriod:                   &o.RetryPeriod,
+		Logger:                        quietLeaseRelease(ctx, logger),
+	}
+	if o.WrapClient != nil {
+		mgrOptions.NewClient = func(config *rest.Config, options client.Options) (client.Client, error) {
+			c, err := client.New(config, options)
+			if err != nil {
+				return nil, err
+			}
+			return o.WrapClient(c), nil
+		}
+	}
+	return mgrOptions
+}
+
+// protocol is the send protocol with o's timings.
+func (o Options) protocol() sendprotocol.Protocol {
+	return sendprotocol.Protocol{
+		SettleTime:      o.SettleTime,
+		RecheckInterval: o.RecheckInterval,
+		Backoff:         min(time.Second, o.MaxBackoff),
+		MaxBackoff:      o.MaxBackoff,
+		ConflictDelay:   time.Second,
+	}
+}
+
+// addHealthChecks registers liveness and readiness: the manager is alive
+// while it runs; it is ready once its caches serve and, separately
+// (excluded from the Deployment's probe), the Mailgun settings are usable.
+func addHealthChecks(mgr ctrl.Manager, source *config.Source, creds *credentials) error {
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("adding health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("adding readiness check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck(ConfigCheckName, configCheck(mgr, source, creds)); err != nil {
+		return fmt.Errorf("adding readiness check: %w", err)
+	}
+	return nil
 }
 
 // configCheck reports whether the Mailgun settings are usable, and logs
