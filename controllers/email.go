@@ -168,8 +168,12 @@ func (st sendSteps) do(ctx context.Context, d sendprotocol.Decision) *sendprotoc
 		}
 		return &sendprotocol.Answer{Op: d.Op}
 	case sendprotocol.OpSend:
+		sendCtx, err := st.fence(ctx)
+		if err != nil {
+			return &sendprotocol.Answer{Op: d.Op, Err: err, Class: sendprotocol.ClassFenced}
+		}
 		start := time.Now()
-		id, err := st.m.Send(ctx, mailer.Request{
+		id, err := st.m.Send(sendCtx, mailer.Request{
 			MessageID: messageID,
 			Priority:  string(mc.Spec.Priority),
 			Body:      mc.Spec.Request,
@@ -203,6 +207,39 @@ func (st sendSteps) do(ctx context.Context, d sendprotocol.Decision) *sendprotoc
 	panic(fmt.Sprintf("unknown send protocol step %q", d.Op))
 }
 
+// fence allows a send only while nobody else can be sending: this replica
+// holds its lease with time to spare (a replica frozen after its claim
+// loses it, and a successor may have taken over), and the live object, read
+// past the cache, still carries this attempt's claim and no accepted email
+// (a successor that took over re-claims first). It returns the context to
+// send with: nothing of the send is written after the lease's time is up,
+// so a replica frozen after these checks cannot send late.
+func (st sendSteps) fence(ctx context.Context) (context.Context, error) {
+	if st.r.Lease != nil {
+		until, err := st.r.Lease.Held()
+		if err != nil {
+			return nil, err
+		}
+		ctx = mailer.WithWriteDeadline(ctx, until)
+	}
+	if st.r.APIReader == nil {
+		return ctx, nil
+	}
+	mc := st.s.mc
+	live := &infrav1.MailgunCluster{}
+	if err := st.r.APIReader.Get(ctx, client.ObjectKeyFromObject(mc), live); err != nil {
+		return nil, fmt.Errorf("reading the live MailgunCluster before sending: %w", err)
+	}
+	claim := mc.Annotations[infrav1.SendAttemptedAtAnnotation]
+	switch {
+	case live.Annotations[infrav1.AcceptedMessageIDAnnotation] != "":
+		return nil, fmt.Errorf("the live object already records an accepted email")
+	case live.Annotations[infrav1.SendAttemptedAtAnnotation] != claim:
+		return nil, fmt.Errorf("the live object's claim %q is not this attempt's %q", live.Annotations[infrav1.SendAttemptedAtAnnotation], claim)
+	}
+	return ctx, nil
+}
+
 // apply writes the protocol's final decision onto the object, reports it
 // (an event and a log line only when the condition changes, so that an
 // outage costs a bounded number of them) and returns the result.
@@ -212,7 +249,7 @@ func (r *MailgunClusterReconciler) apply(ctx context.Context, mc *infrav1.Mailgu
 		return ctrl.Result{}, d.Err
 	}
 	if d.Quiet {
-		log.V(1).Info("MailgunCluster changed while claiming the send; retrying from the newer version")
+		log.V(1).Info("Retrying soon: "+d.Detail, "state", d.State)
 		return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
 	}
 	if d.ClearClaim {

@@ -70,6 +70,13 @@ type ConfigSource interface {
 	Check(settings mailer.Settings) error
 }
 
+// Lease reports until when this replica holds its leader election lease
+// with time to spare, so that no successor can be sending meanwhile, or
+// why it does not.
+type Lease interface {
+	Held() (until time.Time, err error)
+}
+
 // ConfigObjects names the Secret and ConfigMap holding the Mailgun settings,
 // so that changes to them trigger a reconcile of every MailgunCluster.
 type ConfigObjects struct {
@@ -98,6 +105,12 @@ type MailgunClusterReconciler struct {
 
 	// Credentials, if set, is consulted before sending.
 	Credentials CredentialsVerifier
+
+	// APIReader reads the live object, past the cache, right before a send
+	// to check that its claim is still this replica's.
+	APIReader client.Reader
+	// Lease, if set (leader election on), must be held before a send.
+	Lease Lease
 
 	// DeliveryPollInterval is the first interval between looks at Mailgun's
 	// events for the delivery of an accepted email; it grows with the age of

@@ -36,7 +36,9 @@ import (
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/sendprotocol"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/mailgunfake"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/proc"
 )
@@ -372,4 +374,55 @@ func TestLeaderElectionLetsOneReplicaSend(t *testing.T) {
 			}
 		}
 	}
+}
+
+// takeoverClient plays a successor that took over while this replica was
+// frozen right after its claim write: once the claim is stored, the
+// successor sends the email itself and writes its own claim, before this
+// replica goes on.
+type takeoverClient struct {
+	client.Client
+	takeover func(ctx context.Context, mc *infrav1.MailgunCluster)
+	once     sync.Once
+}
+
+func (c *takeoverClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	if err := c.Client.Patch(ctx, obj, patch, opts...); err != nil {
+		return err
+	}
+	if mc, ok := obj.(*infrav1.MailgunCluster); ok && mc.Annotations[infrav1.SendAttemptedAtAnnotation] != "" {
+		c.once.Do(func() { c.takeover(ctx, mc.DeepCopy()) })
+	}
+	return nil
+}
+
+// TestStaleClaimIsNotSent: a replica whose claim was replaced by a
+// successor's (it was frozen after its claim; the successor took over,
+// settled and sent) does not send: right before sending it reads the live
+// object and finds the claim is not its own. It then finds the successor's
+// email in Mailgun's events and records it.
+func TestStaleClaimIsNotSent(t *testing.T) {
+	h := newHarness(t)
+	successor := mailer.New(mailer.Settings{Domain: testDomain, APIKey: testAPIKey, Recipient: testRecipient, APIBase: h.fake.APIBase()}, time.Second)
+	tc := &takeoverClient{takeover: func(ctx context.Context, mc *infrav1.MailgunCluster) {
+		if _, err := successor.Send(ctx, mailer.Request{
+			MessageID: mc.Annotations[infrav1.MessageIDAnnotation], Priority: string(mc.Spec.Priority),
+			Body: mc.Spec.Request, Requester: mc.Spec.Requester, Object: h.ns + "/" + mc.Name, UID: string(mc.UID),
+		}); err != nil {
+			t.Errorf("the successor's send: %v", err)
+		}
+		live := h.get(mc.Name)
+		patchObj(h, live, func() {
+			live.Annotations[infrav1.SendAttemptedAtAnnotation] = sendprotocol.ClaimValue(time.Now(), "successor")
+		})
+	}}
+	h.startManager(func(o *operator.Options) {
+		o.WrapClient = func(c client.Client) client.Client { tc.Client = c; return tc }
+	})
+	h.createOwned("stale-claim")
+	h.waitForAccepted("stale-claim", 20*time.Second)
+	if n := len(h.emailsFor("stale-claim")); n != 1 {
+		t.Errorf("got %d emails, want exactly the successor's", n)
+	}
+	h.noErrorLogged()
 }

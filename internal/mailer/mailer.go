@@ -22,6 +22,7 @@ package mailer
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -127,9 +128,14 @@ type Pool struct {
 func NewPool(timeout time.Duration, concurrency int) *Pool {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = max(concurrency, 2)
+	// HTTP/1.1 only: each connection carries one request at a time, so the
+	// write deadline set for a send (WithWriteDeadline) applies to that send
+	// alone. HTTP/2 would multiplex other requests onto it.
+	transport.ForceAttemptHTTP2 = false
+	transport.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 	return &Pool{http: &http.Client{
 		Timeout:   timeout,
-		Transport: &retryHintTransport{next: transport},
+		Transport: &retryHintTransport{next: &deadlineTransport{next: transport}},
 	}}
 }
 

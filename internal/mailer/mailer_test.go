@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -279,3 +280,39 @@ func TestSettingsStringHidesKey(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestWriteDeadlineFencesTheSend: a send whose write deadline has passed
+// (the replica's lease may have moved on while it was frozen) puts nothing
+// on the wire, and the connection pool's next, unfenced send is not
+// affected by the deadline of the one before.
+func TestWriteDeadlineFencesTheSend(t *testing.T) {
+	fake := mailgunfake.Start(domain, apiKey)
+	defer fake.Close()
+	pool := mailer.NewPool(2*time.Second, 1)
+	c := pool.Client(mailer.Settings{Domain: domain, APIKey: apiKey, Recipient: recipient, APIBase: fake.APIBase()})
+	// Warm a pooled connection, then fence a send on it.
+	if _, err := c.Send(context.Background(), request("<warm@"+domain+">")); err != nil {
+		t.Fatal(err)
+	}
+	fenced := mailer.WithWriteDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+	if _, err := c.Send(fenced, request("<fenced@"+domain+">")); err == nil {
+		t.Fatal("a send past its write deadline succeeded")
+	}
+	// A fenced send in time, then an unfenced one on the same connection
+	// after that deadline has passed.
+	inTime := mailer.WithWriteDeadline(context.Background(), time.Now().Add(200*time.Millisecond))
+	if _, err := c.Send(inTime, request("<in-time@"+domain+">")); err != nil {
+		t.Fatalf("a send within its write deadline: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if _, err := c.Send(context.Background(), request("<after@"+domain+">")); err != nil {
+		t.Fatalf("the next send on the pool: %v", err)
+	}
+	var ids []string
+	for _, m := range fake.Messages() {
+		ids = append(ids, m.ID)
+	}
+	if want := []string{"<warm@" + domain + ">", "<in-time@" + domain + ">", "<after@" + domain + ">"}; !slices.Equal(ids, want) {
+		t.Errorf("Mailgun got %v, want %v", ids, want)
+	}
+}

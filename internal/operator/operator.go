@@ -257,7 +257,25 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 	if err != nil {
 		return nil, err
 	}
-	mgr, err := ctrl.NewManager(restConfig, managerOptions(ctx, o, scheme))
+	identity, err := newIdentity()
+	if err != nil {
+		return nil, err
+	}
+	mgrOptions := managerOptions(ctx, o, scheme)
+	var lease controllers.Lease
+	if o.LeaderElect {
+		ns := mgrOptions.LeaderElectionNamespace
+		if ns == "" {
+			ns = ownNamespace()
+		}
+		l, err := newFencedLease(restConfig, ns, o.LeaderElectionID, identity, o.RenewDeadline)
+		if err != nil {
+			return nil, err
+		}
+		mgrOptions.LeaderElectionResourceLockInterface = l
+		lease = l
+	}
+	mgr, err := ctrl.NewManager(restConfig, mgrOptions)
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
@@ -293,8 +311,10 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 		},
 		Metrics:                 m,
 		WatchFilterValue:        o.WatchFilterValue,
-		Protocol:                o.protocol(),
+		Protocol:                o.protocol(identity),
 		Credentials:             creds,
+		APIReader:               mgr.GetAPIReader(),
+		Lease:                   lease,
 		DeliveryPollInterval:    o.DeliveryPollInterval,
 		DeliveryTrackingTimeout: o.DeliveryTrackingTimeout,
 	}
@@ -373,9 +393,10 @@ func managerOptions(ctx context.Context, o Options, scheme *runtime.Scheme) ctrl
 	return mgrOptions
 }
 
-// protocol is the send protocol with o's timings.
-func (o Options) protocol() sendprotocol.Protocol {
+// protocol is the send protocol with o's timings, for the replica holder.
+func (o Options) protocol(holder string) sendprotocol.Protocol {
 	return sendprotocol.Protocol{
+		Holder:          holder,
 		SettleTime:      o.SettleTime,
 		RecheckInterval: o.RecheckInterval,
 		Backoff:         min(time.Second, o.MaxBackoff),

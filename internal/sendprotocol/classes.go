@@ -44,6 +44,10 @@ const (
 	ClassConflict Class = "Conflict"
 	// ClassAPIServer means any other apiserver failure.
 	ClassAPIServer Class = "APIServer"
+	// ClassFenced means the send was withheld: this replica's leader
+	// election lease is not fresh enough, or the live object no longer
+	// carries its claim (a successor took over).
+	ClassFenced Class = "Fenced"
 )
 
 // Retry says when a failed step is tried again.
@@ -73,6 +77,9 @@ type Policy struct {
 	// MaybeAccepted means that after a send the message may have been queued (no
 	// definite refusal); it is looked up, never sent blindly.
 	MaybeAccepted bool
+	// Quiet means the failure is not the object's (the fence withheld a
+	// send): no condition, a debug log line, and the claim stays.
+	Quiet bool
 }
 
 // Condition reasons the protocol reports, from the API.
@@ -96,6 +103,7 @@ var policies = map[Class]Policy{
 	ClassRejected:       {Reason: infrav1.MessageRejectedReason, Retry: RetryOnChange},
 	ClassConflict:       {Retry: RetryConflict},
 	ClassAPIServer:      {Retry: RetryController},
+	ClassFenced:         {Retry: RetryBackoff, Quiet: true},
 }
 
 // PolicyFor returns the policy of c; unknown classes are treated as

@@ -40,6 +40,7 @@ package sendprotocol
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -67,17 +68,32 @@ type Record struct {
 	// MessageID is the Message-Id the message is sent with; every attempt
 	// and lookup uses it.
 	MessageID string
-	// Claim is the raw value of the pending claim, "" if none. It is the
-	// time the attempt started, RFC 3339.
+	// Claim is the raw value of the pending claim, "" if none: the time the
+	// attempt started (RFC 3339) and the replica that made it, see
+	// ClaimValue.
 	Claim string
 	// AcceptedID is the ID Mailgun returned on acceptance, "" until then.
 	AcceptedID string
 }
 
-// ClaimValue is the claim to write for an attempt starting at now. It is
-// unique per attempt, so a claim on the object tells which attempt wrote it.
-func ClaimValue(now time.Time) string {
-	return now.UTC().Format(time.RFC3339Nano)
+// ClaimValue is the claim holder writes for an attempt starting at now:
+// "<RFC 3339 time> <holder>". It is unique per attempt (the time has
+// nanoseconds), so the claim on the object tells which attempt, by which
+// replica, is the current one: a replica sends only while the live object
+// still carries its own claim.
+func ClaimValue(now time.Time, holder string) string {
+	v := now.UTC().Format(time.RFC3339Nano)
+	if holder != "" {
+		v += " " + holder
+	}
+	return v
+}
+
+// claimTime is the time a claim was made; claims written by earlier
+// versions hold only the time.
+func claimTime(claim string) (time.Time, error) {
+	ts, _, _ := strings.Cut(claim, " ")
+	return time.Parse(time.RFC3339Nano, ts)
 }
 
 // Op is a step the caller performs for the protocol.
@@ -173,9 +189,11 @@ type Decision struct {
 	// Err is returned from the reconcile: a failure the controller retries
 	// with its own backoff (an apiserver write that failed).
 	Err error
-	// Quiet means the failure is part of normal operation (a write conflict);
-	// log it at debug level only.
-	Quiet bool
+	// Quiet means the failure is part of normal operation (a write
+	// conflict, a send withheld by the fence); log Detail at debug level
+	// only.
+	Quiet  bool
+	Detail string
 }
 
 // Protocol holds the timings. Every field must be positive; the operator
@@ -191,8 +209,11 @@ type Protocol struct {
 	// each further failure up to MaxBackoff.
 	Backoff    time.Duration
 	MaxBackoff time.Duration
-	// ConflictDelay is how soon a reconcile that lost a write race retries.
+	// ConflictDelay is how soon a reconcile that lost a write race, or whose
+	// send the fence withheld, retries.
 	ConflictDelay time.Duration
+	// Holder identifies this replica in its claims.
+	Holder string
 }
 
 // pollInterval is how often the events are looked at while an attempt
@@ -252,7 +273,7 @@ func (p Protocol) Decide(in Input) Decision {
 }
 
 func (p Protocol) claim(in Input) Decision {
-	return Decision{State: NotClaimed, Op: OpClaim, Claim: ClaimValue(in.Now), Failures: in.Failures}
+	return Decision{State: NotClaimed, Op: OpClaim, Claim: ClaimValue(in.Now, p.Holder), Failures: in.Failures}
 }
 
 func accepted(id, msg string) Decision {
@@ -265,7 +286,7 @@ func accepted(id, msg string) Decision {
 // settle handles a lookup that did not find the message: wait until the
 // settle time after the attempt has passed, then send again.
 func (p Protocol) settle(in Input) Decision {
-	at, err := time.Parse(time.RFC3339Nano, in.Record.Claim)
+	at, err := claimTime(in.Record.Claim)
 	if err != nil {
 		// A claim we cannot read was edited by hand; treat the attempt as
 		// long past rather than wait forever.
@@ -309,6 +330,12 @@ func (p Protocol) failed(in Input) Decision {
 	case RetryOnChange:
 		wait = 0
 	}
+	if pol.Quiet {
+		// The fence withheld the send: nothing went out, but the claim may
+		// no longer be ours to clear.
+		return Decision{State: Claimed, RequeueAfter: wait, Failures: n, Quiet: true,
+			Detail: fmt.Sprintf("not sending: %v", a.Err)}
+	}
 	d := Decision{State: OnHold, Failures: n, RequeueAfter: wait, Hold: &Hold{}}
 	if wait > 0 {
 		d.Hold.Until = in.Now.Add(wait)
@@ -348,7 +375,8 @@ func (p Protocol) failed(in Input) Decision {
 // Either way nothing was sent.
 func (p Protocol) claimFailed(in Input, pol Policy) Decision {
 	if pol.Retry == RetryConflict {
-		return Decision{State: NotClaimed, RequeueAfter: p.ConflictDelay, Failures: in.Failures, Quiet: true}
+		return Decision{State: NotClaimed, RequeueAfter: p.ConflictDelay, Failures: in.Failures, Quiet: true,
+			Detail: "the MailgunCluster changed while claiming the send; retrying from the newer version"}
 	}
 	return Decision{State: NotClaimed, Failures: in.Failures, Err: fmt.Errorf("writing the send claim: %w", in.Answer.Err)}
 }

@@ -35,10 +35,11 @@ var (
 	proto = Protocol{
 		SettleTime: 2 * time.Minute, RecheckInterval: 5 * time.Minute,
 		Backoff: time.Second, MaxBackoff: 5 * time.Minute, ConflictDelay: time.Second,
+		Holder: "replica-a",
 	}
 	msgID = "<mailguncluster.uid-1@mg.example.com>"
 	// claimed is a record whose claim was written at t.
-	claimed = func(t time.Time) Record { return Record{MessageID: msgID, Claim: ClaimValue(t)} }
+	claimed = func(t time.Time) Record { return Record{MessageID: msgID, Claim: ClaimValue(t, "replica-b")} }
 )
 
 func mailgunErr(c mailer.Class) error {
@@ -65,7 +66,7 @@ func TestTransitions(t *testing.T) {
 		{
 			name: "not claimed: write a claim",
 			in:   Input{Record: Record{MessageID: msgID}, Now: now},
-			want: Decision{State: NotClaimed, Op: OpClaim, Claim: ClaimValue(now)},
+			want: Decision{State: NotClaimed, Op: OpClaim, Claim: ClaimValue(now, "replica-a")},
 		},
 		{
 			name: "not claimed, credentials to check: verify first",
@@ -75,7 +76,7 @@ func TestTransitions(t *testing.T) {
 		{
 			name: "verified: write a claim",
 			in:   Input{Record: Record{MessageID: msgID}, Now: now, Answer: &Answer{Op: OpVerify}},
-			want: Decision{State: NotClaimed, Op: OpClaim, Claim: ClaimValue(now)},
+			want: Decision{State: NotClaimed, Op: OpClaim, Claim: ClaimValue(now, "replica-a")},
 		},
 		{
 			name: "claim written: send",
@@ -96,7 +97,7 @@ func TestTransitions(t *testing.T) {
 		{
 			name: "claim this process never sent with: no lookup, no settle wait",
 			in:   Input{Record: claimed(now.Add(-time.Second)), Now: now, ClaimUnsent: true},
-			want: Decision{State: NotClaimed, Op: OpClaim, Claim: ClaimValue(now)},
+			want: Decision{State: NotClaimed, Op: OpClaim, Claim: ClaimValue(now, "replica-a")},
 		},
 		{
 			name: "lookup finds the message: accepted under our Message-Id",
@@ -110,7 +111,7 @@ func TestTransitions(t *testing.T) {
 			want: Decision{
 				State: OutcomeUnknown, RequeueAfter: 30 * time.Second, Hold: &Hold{Until: now.Add(30 * time.Second)},
 				Condition: &Condition{Status: "False", Reason: infrav1.SendOutcomeUnknownReason, Message: "the send attempt at " +
-					ClaimValue(now.Add(-time.Minute)) + " got no definite answer from Mailgun and its events do not show message " + msgID +
+					ClaimValue(now.Add(-time.Minute), "replica-b") + " got no definite answer from Mailgun and its events do not show message " + msgID +
 					" yet; sending again at 2026-12-03T12:01:00Z unless they do"},
 			},
 		},
@@ -122,12 +123,12 @@ func TestTransitions(t *testing.T) {
 		{
 			name: "lookup does not find it after the settle time: claim again and send",
 			in:   Input{Record: claimed(now.Add(-2 * time.Minute)), Now: now, Answer: &Answer{Op: OpLookup}},
-			want: Decision{State: NotClaimed, Op: OpClaim, Claim: ClaimValue(now)},
+			want: Decision{State: NotClaimed, Op: OpClaim, Claim: ClaimValue(now, "replica-a")},
 		},
 		{
 			name: "unreadable claim (edited by hand): treated as settled",
 			in:   Input{Record: Record{MessageID: msgID, Claim: "yesterday"}, Now: now, Answer: &Answer{Op: OpLookup}},
-			want: Decision{State: NotClaimed, Op: OpClaim, Claim: ClaimValue(now)},
+			want: Decision{State: NotClaimed, Op: OpClaim, Claim: ClaimValue(now, "replica-a")},
 		},
 		{
 			name: "hold with an end: wait for it without calling Mailgun",
@@ -220,6 +221,35 @@ func TestErrorClasses(t *testing.T) {
 					t.Errorf("a Mailgun failure is reported, not quiet")
 				}
 			})
+		}
+	}
+}
+
+// TestFencedSendKeepsTheClaim: a send the fence withheld (lease not fresh,
+// or the live claim is another replica's) sent nothing, but the claim may
+// be the successor's: it stays, the retry backs off quietly, and the
+// condition is left alone.
+func TestFencedSendKeepsTheClaim(t *testing.T) {
+	in := Input{Record: claimed(now), Now: now, Failures: 2,
+		Answer: &Answer{Op: OpSend, Err: errors.New("the claim on the object is another replica's"), Class: ClassFenced}}
+	d := proto.Decide(in)
+	if d.State != Claimed || d.Op != OpNone || d.ClearClaim || d.Err != nil || d.Condition != nil {
+		t.Errorf("decision %+v: want Claimed, no step, the claim kept, no error, no condition", d)
+	}
+	// The third failure in a row: the backoff is 4s, so that a replica
+	// that cannot confirm its claim (the apiserver is down) stays bounded.
+	if !d.Quiet || d.RequeueAfter != 4*time.Second || d.Failures != 3 || !strings.Contains(d.Detail, "another replica") {
+		t.Errorf("decision %+v: want a quiet retry after the backoff (4s), failures 3, the reason in Detail", d)
+	}
+}
+
+func TestClaimValueCarriesTheHolder(t *testing.T) {
+	if got, want := ClaimValue(now, "pod-1_ab12"), "2026-12-03T12:00:00Z pod-1_ab12"; got != want {
+		t.Errorf("ClaimValue = %q, want %q", got, want)
+	}
+	for _, claim := range []string{ClaimValue(now, "pod-1_ab12"), ClaimValue(now, ""), "2026-12-03T12:00:00Z"} {
+		if at, err := claimTime(claim); err != nil || !at.Equal(now) {
+			t.Errorf("claimTime(%q) = %v, %v; want %v", claim, at, err, now)
 		}
 	}
 }

@@ -102,6 +102,17 @@ func (r *replica) kill() {
 	p.Kill()
 }
 
+// freeze stops the replica for d and continues it; it reports whether the
+// replica exited meanwhile or on waking (it loses its lease and stops).
+func (r *replica) freeze(d time.Duration) bool {
+	r.mu.Lock()
+	p := r.p
+	r.mu.Unlock()
+	p.Freeze(d)
+	time.Sleep(time.Second)
+	return p.Exited()
+}
+
 func TestExactlyOneEmailUnderFaults(t *testing.T) {
 	n := envInt("FAULTS_OBJECTS", 300)
 	seed := envSeed("FAULTS_SEED")
@@ -211,22 +222,34 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 	// Create the objects while the chaos runs.
 	chaosCtx, stopChaos := context.WithTimeout(ctx, 60*time.Second)
 	defer stopChaos()
-	kills := make(chan int, 1)
+	// Half of the blows freeze a replica (SIGSTOP) for twice the lease
+	// duration instead of killing it: a stale leader that wakes up after a
+	// successor took over, possibly between its claim and its send.
+	type blows struct{ kills, freezes int }
+	chaos := make(chan blows, 1)
 	go func() {
-		killed := 0
-		defer func() { kills <- killed }()
+		var b blows
+		defer func() { chaos <- b }()
 		for chaosCtx.Err() == nil {
 			rngMu.Lock()
 			wait := time.Duration(2000+rng.IntN(4000)) * time.Millisecond
 			victim := replicas[rng.IntN(len(replicas))]
+			freeze := rng.IntN(2) == 0
 			rngMu.Unlock()
 			select {
 			case <-chaosCtx.Done():
 				return
 			case <-time.After(wait):
 			}
-			victim.kill()
-			killed++
+			if freeze {
+				b.freezes++
+				if !victim.freeze(8 * time.Second) {
+					continue
+				}
+			} else {
+				b.kills++
+				victim.kill()
+			}
 			victim.start(t, bin)
 		}
 	}()
@@ -243,13 +266,14 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 		if err := c.Create(ctx, mc); err != nil {
 			t.Fatal(err)
 		}
-		if i%50 == 0 {
-			time.Sleep(500 * time.Millisecond) // spread creations across the chaos window
+		if i%20 == 0 {
+			time.Sleep(time.Second) // spread creations across the chaos window
 		}
 	}
 	<-chaosCtx.Done()
-	t.Logf("chaos over: %d manager kills; apiserver writes %d (refused %d, applied-then-failed %d); Mailgun sends %d",
-		<-kills, proxy.Writes.Load(), proxy.Refused.Load(), proxy.Lost.Load(), sendCount(fake))
+	b := <-chaos
+	t.Logf("chaos over: %d manager kills, %d freezes; apiserver writes %d (refused %d, applied-then-failed %d); Mailgun sends %d",
+		b.kills, b.freezes, proxy.Writes.Load(), proxy.Refused.Load(), proxy.Lost.Load(), sendCount(fake))
 
 	// Faults keep going; every object must converge.
 	var pending []string
@@ -285,7 +309,8 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 			t.Errorf("%s: recorded status %q / annotation %q, sent %q", mc.Name, mc.Status.MessageID, mc.Annotations[infrav1.AcceptedMessageIDAnnotation], ids[0])
 		}
 	}
-	t.Logf("%d objects: %d duplicates, %d lost; %d emails accepted in total", len(list.Items), duplicates, lost, len(fake.Messages()))
+	t.Logf("%d objects: %d duplicates, %d lost; %d emails accepted in total; %d sends withheld by the fence",
+		len(list.Items), duplicates, lost, len(fake.Messages()), countInLogs(t, logDir, "Retrying soon: not sending"))
 	if len(list.Items) != n {
 		t.Errorf("%d MailgunClusters, want %d", len(list.Items), n)
 	}
@@ -318,6 +343,23 @@ func notConverged(ctx context.Context, t *testing.T, c client.Client, ns string)
 		out = append(out, mc.Name+": "+state)
 	}
 	return out
+}
+
+// countInLogs counts the lines of the replicas' logs that contain s.
+func countInLogs(t *testing.T, logDir, s string) int {
+	files, err := filepath.Glob(filepath.Join(logDir, "replica*.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += strings.Count(string(b), s)
+	}
+	return n
 }
 
 func checkKeyNowhere(ctx context.Context, t *testing.T, c client.Client, ns, logDir string, replicas []*replica, list *infrav1.MailgunClusterList) {

@@ -114,6 +114,19 @@ func (p *Proc) Kill() {
 	})
 }
 
+// Freeze stops the process group with SIGSTOP for d, then continues it,
+// as a long GC pause, a frozen VM or a network partition would look to the
+// rest of the cluster.
+func (p *Proc) Freeze(d time.Duration) {
+	pgid := -p.Cmd.Process.Pid
+	_ = syscall.Kill(pgid, syscall.SIGSTOP)
+	select {
+	case <-p.done:
+	case <-time.After(d):
+	}
+	_ = syscall.Kill(pgid, syscall.SIGCONT)
+}
+
 // Exited reports whether the process has exited.
 func (p *Proc) Exited() bool {
 	select {

@@ -1,0 +1,88 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package operator
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// stubLock is a Lease lock whose writes succeed or fail on demand.
+type stubLock struct {
+	resourcelock.Interface
+	fail bool
+}
+
+func (s *stubLock) Create(context.Context, resourcelock.LeaderElectionRecord) error { return s.err() }
+func (s *stubLock) Update(context.Context, resourcelock.LeaderElectionRecord) error { return s.err() }
+func (s *stubLock) Identity() string                                                { return "me" }
+func (s *stubLock) err() error {
+	if s.fail {
+		return errors.New("apiserver unreachable")
+	}
+	return nil
+}
+
+// TestFencedLeaseHeld: sends are allowed only within the renew deadline of
+// this replica's last successful renewal.
+func TestFencedLeaseHeld(t *testing.T) {
+	const deadline = 50 * time.Millisecond
+	ctx := context.Background()
+	mine := resourcelock.LeaderElectionRecord{HolderIdentity: "me"}
+	tests := []struct {
+		name string
+		// steps run in order; then Held is asked after wait.
+		steps []func(*fencedLease, *stubLock) error
+		wait  time.Duration
+		held  bool
+	}{
+		{name: "never acquired", held: false},
+		{name: "just acquired", held: true, steps: []func(*fencedLease, *stubLock) error{
+			func(l *fencedLease, _ *stubLock) error { return l.Create(ctx, mine) }}},
+		{name: "renewed, then the renew deadline passed (a frozen replica)", held: false, wait: 2 * deadline, steps: []func(*fencedLease, *stubLock) error{
+			func(l *fencedLease, _ *stubLock) error { return l.Update(ctx, mine) }}},
+		{name: "renewals failing after the last success", held: false, wait: 2 * deadline, steps: []func(*fencedLease, *stubLock) error{
+			func(l *fencedLease, _ *stubLock) error { return l.Update(ctx, mine) },
+			func(l *fencedLease, s *stubLock) error { s.fail = true; _ = l.Update(ctx, mine); return nil }}},
+		{name: "released on shutdown", held: false, steps: []func(*fencedLease, *stubLock) error{
+			func(l *fencedLease, _ *stubLock) error { return l.Update(ctx, mine) },
+			func(l *fencedLease, _ *stubLock) error { return l.Update(ctx, resourcelock.LeaderElectionRecord{}) }}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stub := &stubLock{}
+			l := &fencedLease{Interface: stub, renewDeadline: deadline}
+			for _, step := range tt.steps {
+				if err := step(l, stub); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(tt.wait)
+			until, err := l.Held()
+			if (err == nil) != tt.held {
+				t.Errorf("Held() = %v, want held %v", err, tt.held)
+			}
+			if tt.held && (until.Before(time.Now()) || until.After(time.Now().Add(deadline))) {
+				t.Errorf("held until %v: want within the renew deadline from now", until)
+			}
+		})
+	}
+}
