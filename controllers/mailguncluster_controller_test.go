@@ -17,6 +17,7 @@ limitations under the License.
 package controllers_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -754,4 +755,83 @@ func TestTemplateSpecIsImmutable(t *testing.T) {
 	if crd.Labels["cluster.x-k8s.io/v1beta2"] != "v1beta1" {
 		t.Errorf("template CRD lacks the contract label: %v", crd.Labels)
 	}
+}
+
+// writeCounter counts the manager's writes to MailgunClusters.
+type writeCounter struct {
+	client.Client
+	writes atomic.Int64
+}
+
+func (c *writeCounter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	if _, ok := obj.(*infrav1.MailgunCluster); ok {
+		c.writes.Add(1)
+	}
+	return c.Client.Patch(ctx, obj, patch, opts...)
+}
+
+func (c *writeCounter) Status() client.SubResourceWriter {
+	return &statusCounter{SubResourceWriter: c.Client.Status(), c: c}
+}
+
+type statusCounter struct {
+	client.SubResourceWriter
+	c *writeCounter
+}
+
+func (s *statusCounter) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	if _, ok := obj.(*infrav1.MailgunCluster); ok {
+		s.c.writes.Add(1)
+	}
+	return s.SubResourceWriter.Update(ctx, obj, opts...)
+}
+
+// TestOutageIsBounded: while Mailgun answers every request with 503 (sends,
+// event lookups and domain checks), one MailgunCluster costs a bounded
+// number of Mailgun calls, object writes and events: the capped backoff
+// holds although the object's own writes trigger reconciles. (Before, one
+// object made tens of thousands of requests in minutes.) When Mailgun comes
+// back it sends exactly once.
+func TestOutageIsBounded(t *testing.T) {
+	const outage, maxBackoff = 20 * time.Second, 2 * time.Second
+	h := newHarness(t)
+	wc := &writeCounter{}
+	h.fake.SetFaultFunc(func(string) *mailgunfake.Fault {
+		if h.mailgunDown.Load() {
+			f := mailgunfake.StatusFault(503, "maintenance")
+			return &f
+		}
+		return nil
+	})
+	h.mailgunDown.Store(true)
+	h.startManager(func(o *operator.Options) {
+		o.MaxBackoff = maxBackoff
+		o.WrapClient = func(c client.Client) client.Client { wc.Client = c; return wc }
+	})
+	h.createOwned("outage")
+	time.Sleep(outage)
+	sends, lookups := h.fake.Requests()
+	domains := h.fake.DomainRequests()
+	writes := wc.writes.Load()
+	events := len(h.events("outage"))
+	t.Logf("in a %s outage: %d sends, %d event lookups, %d domain checks, %d object writes, %d events", outage, sends, lookups, domains, writes, events)
+	// Backoff 1s, then 2s (the cap): at most outage/1s+1 Mailgun calls in
+	// all, whichever kind; the first send's 503 may mean it was queued, so
+	// no second send.
+	calls := sends + lookups + domains
+	if calls > int(outage/time.Second)+1 || sends > 1 {
+		t.Errorf("%d Mailgun calls (%d sends), want at most %d and 1 send", calls, sends, int(outage/time.Second)+1)
+	}
+	// At most one status write per failed call (the condition says when
+	// the next try is), plus the claim and the finalizer; an event only
+	// when the reason changes.
+	if writes > int64(calls)+2 || events > 3 {
+		t.Errorf("%d object writes and %d events, want at most %d and 3", writes, events, calls+2)
+	}
+	h.mailgunDown.Store(false)
+	h.waitForAccepted("outage", 30*time.Second)
+	if n := len(h.emailsFor("outage")); n != 1 {
+		t.Errorf("got %d emails, want exactly 1", n)
+	}
+	h.noErrorLogged()
 }

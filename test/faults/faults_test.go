@@ -144,7 +144,7 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 
 	// Mailgun fails 38% of sends: 5xx, 429, hangs past the client timeout,
 	// accepted messages whose reply is lost, and accepted messages answered
-	// with 500/502/503/504. Event lookups fail 10%.
+	// with 500/502/503/504. Event and domain lookups fail 10%.
 	fake := mailgunfake.Start(domain, apiKey)
 	t.Cleanup(fake.Close)
 	var rngMu sync.Mutex
@@ -153,9 +153,9 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 		rngMu.Lock()
 		x := rng.Float64()
 		rngMu.Unlock()
-		if endpoint == "events" {
+		if endpoint == "events" || endpoint == "domains" {
 			if x < 0.10 {
-				f := mailgunfake.StatusFault(503, "events unavailable")
+				f := mailgunfake.StatusFault(503, endpoint+" unavailable")
 				return &f
 			}
 			return nil

@@ -126,6 +126,7 @@ type Server struct {
 	sendLatency          time.Duration
 	sendRequests         int
 	eventRequests        int
+	domainRequests       int
 	hang                 chan struct{}
 }
 
@@ -237,8 +238,9 @@ func (s *Server) FailEvents(faults ...Fault) {
 }
 
 // SetFaultFunc installs f, consulted for every request after the queued
-// faults are used up; endpoint is "messages" or "events". Returning nil
-// serves the request normally. f must be safe for concurrent use.
+// faults are used up; endpoint is "messages", "events" or "domains" (the
+// credential checks). Returning nil serves the request normally. f must be
+// safe for concurrent use.
 func (s *Server) SetFaultFunc(f func(endpoint string) *Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -299,6 +301,14 @@ func (s *Server) Requests() (sends, events int) {
 	return s.sendRequests, s.eventRequests
 }
 
+// DomainRequests returns how many domain lookups (credential checks)
+// arrived.
+func (s *Server) DomainRequests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.domainRequests
+}
+
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	// Mailgun answers a wrong key with 401 and a plain "Forbidden".
 	user, pass, ok := r.BasicAuth()
@@ -308,6 +318,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	if len(parts) == 3 && parts[0] == "v3" && parts[1] == "domains" && r.Method == http.MethodGet {
+		// An outage takes the domain lookups down too; only answers
+		// (Status, Hang) apply to them.
+		if fault := s.nextFault("domains"); fault != nil && s.answerFault(w, r, fault) {
+			return
+		}
 		s.serveDomain(w, parts[2])
 		return
 	}
@@ -333,14 +348,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 // nextFault takes the next fault for endpoint, counting the request.
 func (s *Server) nextFault(endpoint string) *Fault {
 	s.mu.Lock()
-	queue := &s.sendFaults
-	if endpoint == "events" {
+	var queue *[]Fault
+	switch endpoint {
+	case "events":
 		queue = &s.eventFaults
 		s.eventRequests++
-	} else {
+	case "domains":
+		// Domain lookups take faults from the fault function only.
+		s.domainRequests++
+	default:
+		queue = &s.sendFaults
 		s.sendRequests++
 	}
-	if len(*queue) > 0 {
+	if queue != nil && len(*queue) > 0 {
 		f := (*queue)[0]
 		*queue = (*queue)[1:]
 		s.mu.Unlock()
