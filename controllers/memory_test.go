@@ -1,0 +1,60 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/sendprotocol"
+)
+
+// TestMemoryIsDroppedWhenObjectsGo: what the reconciler keeps per object
+// (hold, failure count, delivery poll) is dropped when the object is
+// deleted, also when it disappears without our finalizer, so that a
+// long-running operator does not grow with every MailgunCluster it saw.
+func TestMemoryIsDroppedWhenObjectsGo(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := infrav1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	deleting := &infrav1.MailgunCluster{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "ns", Name: "deleting", UID: "uid-deleting",
+		Finalizers: []string{infrav1.ClusterFinalizer}, DeletionTimestamp: &metav1.Time{Time: time.Now()},
+	}}
+	gone := &infrav1.MailgunCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "gone", UID: "uid-gone"}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(deleting).WithStatusSubresource(deleting).Build()
+	r := &MailgunClusterReconciler{Client: c, Recorder: events.NewFakeRecorder(10), Protocol: sendprotocol.Protocol{ConflictDelay: time.Second}}
+	for _, mc := range []*infrav1.MailgunCluster{deleting, gone} {
+		r.memory.store(mc, objectMemory{failures: 3, nextDeliveryPoll: time.Now().Add(time.Hour)})
+		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(mc)}); err != nil {
+			t.Fatalf("reconciling %s: %v", mc.Name, err)
+		}
+	}
+	if n := len(r.memory.m); n != 0 {
+		t.Errorf("%d objects still remembered after they went: %v", n, r.memory.m)
+	}
+}
