@@ -133,6 +133,8 @@ func TestClusterAPICoreDrivesTheProvider(t *testing.T) {
 	if n := len(h.emailsFor("capi")); n != 1 {
 		t.Errorf("%d emails after deletion, want 1", n)
 	}
+	// Create, Cluster API's own writes, delete: all normal operation.
+	h.noErrorLogged()
 }
 
 func TestClusterAPIPausedClusterStopsTheProvider(t *testing.T) {

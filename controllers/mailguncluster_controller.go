@@ -171,6 +171,13 @@ func (r *MailgunClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 			if res.IsZero() {
 				res = ctrl.Result{RequeueAfter: r.Protocol.ConflictDelay}
 			}
+		case apierrors.IsNotFound(err) && retErr == nil:
+			// The object went while we reconciled it (clusterctl move
+			// deletes the source objects, a user removed our finalizer):
+			// nothing is left to write.
+			log.V(1).Info("MailgunCluster deleted while reconciling", "reason", err.Error())
+			r.memory.forget(req.NamespacedName)
+			res = ctrl.Result{}
 		default:
 			retErr = errors.Join(retErr, err)
 		}

@@ -21,12 +21,14 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/sendprotocol"
@@ -56,5 +58,28 @@ func TestMemoryIsDroppedWhenObjectsGo(t *testing.T) {
 	}
 	if n := len(r.memory.m); n != 0 {
 		t.Errorf("%d objects still remembered after they went: %v", n, r.memory.m)
+	}
+}
+
+// TestObjectGoneWhileReconcilingIsNotAnError: when the object disappears
+// between the read and the final write (clusterctl move deletes the source
+// objects), the reconcile ends quietly: no error, no requeue.
+func TestObjectGoneWhileReconcilingIsNotAnError(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := infrav1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	mc := &infrav1.MailgunCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "moving", UID: "uid-moving"}}
+	gone := apierrors.NewNotFound(infrav1.GroupVersion.WithResource("mailgunclusters").GroupResource(), mc.Name)
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(mc).WithStatusSubresource(mc).
+		WithInterceptorFuncs(interceptor.Funcs{
+			SubResourceUpdate: func(context.Context, client.Client, string, client.Object, ...client.SubResourceUpdateOption) error {
+				return gone
+			},
+		}).Build()
+	r := &MailgunClusterReconciler{Client: c, Recorder: events.NewFakeRecorder(10), Protocol: sendprotocol.Protocol{ConflictDelay: time.Second}}
+	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(mc)})
+	if err != nil || !res.IsZero() {
+		t.Errorf("Reconcile = %+v, %v; want no requeue and no error", res, err)
 	}
 }
