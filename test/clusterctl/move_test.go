@@ -1,0 +1,283 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package clusterctl_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
+	clusterctlclient "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
+	clusterctlcluster "sigs.k8s.io/cluster-api/cmd/clusterctl/client/cluster"
+	clusterctlconfig "sigs.k8s.io/cluster-api/cmd/clusterctl/client/config"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/mailgunfake"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/poll"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/testenv"
+)
+
+const (
+	moveDomain    = "mg.move.example.com"
+	moveAPIKey    = "key-move-1f2e3d4c5b6a" //nolint:gosec // G101: a made-up key for the Mailgun fake
+	moveRecipient = "requests@example.com"
+	moveNamespace = "team-a"
+)
+
+// managementCluster is one control plane with Cluster API's and our CRDs
+// installed as clusterctl would (labelled, with its provider inventory),
+// and our operator running against it.
+type managementCluster struct {
+	name       string
+	env        *testenv.Env
+	kubeconfig string
+	logs       *syncBuffer
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func startManagementCluster(ctx context.Context, t *testing.T, name string, fake *mailgunfake.Server) *managementCluster {
+	t.Helper()
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	m := &managementCluster{name: name, env: env, logs: &syncBuffer{}}
+
+	user, err := env.ControlPlane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.kubeconfig = filepath.Join(t.TempDir(), name+".kubeconfig")
+	if err := os.WriteFile(m.kubeconfig, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// As clusterctl init leaves it: the CRDs carry clusterctl's label (move
+	// discovers the types to move by it), the inventory lists the providers.
+	crds := &apiextensionsv1.CustomResourceDefinitionList{}
+	if err := env.Client.List(ctx, crds); err != nil {
+		t.Fatal(err)
+	}
+	for i := range crds.Items {
+		crd := &crds.Items[i]
+		base := crd.DeepCopy()
+		if crd.Labels == nil {
+			crd.Labels = map[string]string{}
+		}
+		crd.Labels[clusterctlv1.ClusterctlLabel] = ""
+		if err := env.Client.Patch(ctx, crd, client.MergeFrom(base)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := clusterctlconfig.New(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inventory := clusterctlcluster.New(clusterctlcluster.Kubeconfig{Path: m.kubeconfig}, cfg).ProviderInventory()
+	if err := inventory.EnsureCustomResourceDefinitions(ctx); err != nil {
+		t.Fatalf("installing clusterctl's inventory CRD in %s: %v", name, err)
+	}
+	c, err := client.New(env.Config, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := clusterctlv1.AddToScheme(c.Scheme()); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []clusterctlv1.Provider{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "capi-system", Name: "cluster-api"}, ProviderName: "cluster-api", Type: string(clusterctlv1.CoreProviderType), Version: "v1.14.2"},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "capmg-system", Name: "infrastructure-mailgun"}, ProviderName: "mailgun", Type: string(clusterctlv1.InfrastructureProviderType), Version: "v0.1.0"},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: moveNamespace}},
+	} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		if p.Name == "" {
+			continue
+		}
+		p.Labels = map[string]string{clusterctlv1.ClusterctlLabel: ""}
+		if err := c.Create(ctx, &p); err != nil {
+			t.Fatalf("registering provider %s in %s: %v", p.Name, name, err)
+		}
+	}
+
+	o := operator.DefaultOptions()
+	o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0"
+	o.ConfigNamespace = ""
+	o.SkipNameValidation = true
+	o.MetricsRegistry = prometheus.NewRegistry()
+	settings := map[string]string{config.EnvDomain: moveDomain, config.EnvAPIKey: moveAPIKey, config.EnvRecipient: moveRecipient, config.EnvAPIBase: fake.APIBase()}
+	o.Getenv = func(k string) string { return settings[k] }
+	logger := zap.New(zap.WriteTo(m.logs), zap.UseDevMode(true), zap.Level(zapcore.Level(-1)))
+	o.Logger = &logger
+	mgrCtx, cancel := context.WithCancel(ctx)
+	mgr, err := operator.New(mgrCtx, m.env.Config, o)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(mgrCtx); err != nil {
+			t.Errorf("%s's manager: %v", name, err)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		if t.Failed() {
+			t.Logf("%s's manager logs:\n%s", name, m.logs.String())
+		}
+	})
+	return m
+}
+
+// TestMoveKeepsTheEmailRecord moves a cluster whose email was sent from one
+// management cluster to another with clusterctl's own move (the code of
+// `clusterctl move`, v1.14.2), with the operator running on both: no
+// second email, the moved MailgunCluster is Ready with the same message ID,
+// and neither operator logs an error.
+func TestMoveKeepsTheEmailRecord(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two control planes: run by make test, not make test-unit")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	fake := mailgunfake.Start(moveDomain, moveAPIKey)
+	defer fake.Close()
+	source := startManagementCluster(ctx, t, "source", fake)
+	target := startManagementCluster(ctx, t, "target", fake)
+
+	cluster := testenv.ClusterFor(moveNamespace, "prod")
+	if err := source.env.Client.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	mc := &infrav1.MailgunCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: moveNamespace, Name: "prod", OwnerReferences: []metav1.OwnerReference{testenv.OwnerRef(cluster)}},
+		Spec:       infrav1.MailgunClusterSpec{Priority: infrav1.PriorityUrgent, Request: "Three nodes, please.", Requester: "alice@example.com"},
+	}
+	if err := source.env.Client.Create(ctx, mc); err != nil {
+		t.Fatal(err)
+	}
+	sentID := waitReady(ctx, t, source, "prod")
+
+	// A stand-in control plane: clusterctl moves only clusters whose
+	// infrastructure is provisioned and whose control plane is initialized.
+	base := cluster.DeepCopy()
+	cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
+	conditions.Set(cluster, metav1.Condition{Type: clusterv1.ClusterControlPlaneInitializedCondition, Status: metav1.ConditionTrue, Reason: "StandIn"})
+	if err := source.env.Client.Status().Patch(ctx, cluster, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+
+	cc, err := clusterctlclient.New(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cc.Move(ctx, clusterctlclient.MoveOptions{
+		FromKubeconfig: clusterctlclient.Kubeconfig{Path: source.kubeconfig},
+		ToKubeconfig:   clusterctlclient.Kubeconfig{Path: target.kubeconfig},
+		Namespace:      moveNamespace,
+	}); err != nil {
+		t.Fatalf("clusterctl move: %v", err)
+	}
+
+	if got := waitReady(ctx, t, target, "prod"); got != sentID {
+		t.Errorf("the moved MailgunCluster records %q, want the email sent before the move, %q", got, sentID)
+	}
+	if ok, state := poll.Until(ctx, 30*time.Second, 200*time.Millisecond, func() (bool, string) {
+		err := source.env.Client.Get(ctx, client.ObjectKeyFromObject(mc), &infrav1.MailgunCluster{})
+		return apierrors.IsNotFound(err), fmt.Sprintf("source MailgunCluster: %v", err)
+	}); !ok {
+		t.Errorf("the source still has the MailgunCluster: %s", state)
+	}
+	// Give the target's operator time to act on the moved object.
+	time.Sleep(2 * time.Second)
+	if n := len(fake.MessagesWithVariable(mailer.VarObject, moveNamespace+"/prod")); n != 1 {
+		t.Errorf("%d emails, want the one sent before the move", n)
+	}
+	for _, m := range []*managementCluster{source, target} {
+		for _, line := range strings.Split(m.logs.String(), "\n") {
+			if strings.Contains(line, "\tERROR\t") {
+				t.Errorf("%s's operator logged an error: %s", m.name, line)
+			}
+		}
+	}
+}
+
+// waitReady waits until the MailgunCluster is Ready and returns its
+// recorded message ID.
+func waitReady(ctx context.Context, t *testing.T, m *managementCluster, name string) string {
+	t.Helper()
+	var id string
+	if ok, state := poll.Until(ctx, 60*time.Second, 200*time.Millisecond, func() (bool, string) {
+		mc := &infrav1.MailgunCluster{}
+		if err := m.env.Client.Get(ctx, client.ObjectKey{Namespace: moveNamespace, Name: name}, mc); err != nil {
+			return false, err.Error()
+		}
+		id = mc.Status.MessageID
+		c := conditions.Get(mc, infrav1.ReadyCondition)
+		return conditions.IsTrue(mc, infrav1.ReadyCondition) && id != "", fmt.Sprintf("Ready %+v, messageID %q", c, id)
+	}); !ok {
+		t.Fatalf("%s/%s in %s not Ready: %s", moveNamespace, name, m.name, state)
+	}
+	return id
+}
