@@ -108,7 +108,7 @@ node-down: ## Stop the single-node test cluster and check that nothing of it is 
 	hack/node/node.sh check
 
 .PHONY: test-faults
-test-faults: controlplane ## 300 MailgunClusters through crashes, a flaky Mailgun and apiserver: exactly one email each (logs in bin/faults-logs).
+test-faults: controlplane ## 300 MailgunClusters through crashes, freezes, a flaky Mailgun and apiserver, copies and an outage: exactly one email each (logs in bin/faults-logs).
 	go build -o $(LOCALBIN)/manager .
 	rm -rf $(LOCALBIN)/faults-logs
 	KUBEBUILDER_ASSETS="$$(hack/build-controlplane.sh)" MANAGER=$(LOCALBIN)/manager FAULTS_LOG_DIR=$(LOCALBIN)/faults-logs \

@@ -32,6 +32,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,6 +57,13 @@ const (
 	apiKey    = "key-faults-7c1e0d9b3a5f-never-log-me" //nolint:gosec // G101: a made-up key for the Mailgun fake
 	recipient = "requests@example.com"
 )
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil && d > 0 {
+		return d
+	}
+	return def
+}
 
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
@@ -149,7 +157,12 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 	t.Cleanup(fake.Close)
 	var rngMu sync.Mutex
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	var outage atomic.Bool
 	fake.SetFaultFunc(func(endpoint string) *mailgunfake.Fault {
+		if outage.Load() {
+			f := mailgunfake.StatusFault(503, "outage")
+			return &f
+		}
 		rngMu.Lock()
 		x := rng.Float64()
 		rngMu.Unlock()
@@ -253,39 +266,79 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 			victim.start(t, bin)
 		}
 	}()
-	for i := range n {
-		name := fmt.Sprintf("mc-%03d", i)
+	create := func(name string, annotations map[string]string) {
+		t.Helper()
 		cluster := testenv.ClusterFor(ns, name)
 		if err := c.Create(ctx, cluster); err != nil {
 			t.Fatal(err)
 		}
 		mc := &infrav1.MailgunCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, OwnerReferences: []metav1.OwnerReference{testenv.OwnerRef(cluster)}},
-			Spec:       infrav1.MailgunClusterSpec{Priority: infrav1.PriorityUrgent, Request: "cluster " + name, Requester: "ops@example.com"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: annotations,
+				OwnerReferences: []metav1.OwnerReference{testenv.OwnerRef(cluster)}},
+			Spec: infrav1.MailgunClusterSpec{Priority: infrav1.PriorityUrgent, Request: "cluster " + name, Requester: "ops@example.com"},
 		}
 		if err := c.Create(ctx, mc); err != nil {
 			t.Fatal(err)
 		}
+	}
+	for i := range n {
+		create(fmt.Sprintf("mc-%03d", i), nil)
 		if i%20 == 0 {
 			time.Sleep(time.Second) // spread creations across the chaos window
 		}
 	}
+	// Copies of objects with another one's send record, as GitOps or a
+	// restore under a new name makes them: each must send its own email.
+	copies := createCopies(ctx, t, c, ns, 20, create)
 	<-chaosCtx.Done()
 	b := <-chaos
 	t.Logf("chaos over: %d manager kills, %d freezes; apiserver writes %d (refused %d, applied-then-failed %d); Mailgun sends %d",
 		b.kills, b.freezes, proxy.Writes.Load(), proxy.Refused.Load(), proxy.Lost.Load(), sendCount(fake))
 
 	// Faults keep going; every object must converge.
-	var pending []string
-	convergeStart := time.Now()
-	poll.Until(ctx, 6*time.Minute, 2*time.Second, func() (bool, string) {
-		pending = notConverged(ctx, t, c, ns)
-		return len(pending) == 0, ""
-	})
-	t.Logf("converged %v after the chaos ended (%d objects pending)", time.Since(convergeStart).Round(time.Second), len(pending))
-	if len(pending) > 0 {
-		t.Errorf("%d objects did not converge; first ones:\n%s", len(pending), strings.Join(pending[:min(10, len(pending))], "\n"))
+	converge(ctx, t, c, ns, "the chaos ended")
+
+	// A Mailgun outage: every send, lookup and domain check answers 503
+	// while new objects arrive. Each costs a bounded number of calls (the
+	// backoff doubles from 1s, capped at --mailgun-max-backoff, 5m), and
+	// gets exactly one email once Mailgun is back.
+	const outageObjects = 5
+	outageLen := envDuration("FAULTS_OUTAGE", time.Minute)
+	sends0, lookups0 := fake.Requests()
+	domains0 := fake.DomainRequests()
+	outage.Store(true)
+	for i := range outageObjects {
+		create(fmt.Sprintf("outage-%d", i), nil)
 	}
+	time.Sleep(outageLen)
+	outage.Store(false)
+	// The accepted objects keep following their delivery meanwhile; count
+	// only the new objects' lookups.
+	sends1, lookups1 := fake.Requests()
+	lookups := 0
+	for i := range outageObjects {
+		mc := &infrav1.MailgunCluster{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("outage-%d", i)}, mc); err != nil {
+			t.Fatal(err)
+		}
+		lookups += fake.EventRequestsFor(mc.Annotations[infrav1.MessageIDAnnotation])
+	}
+	domains := fake.DomainRequests() - domains0
+	calls := sends1 - sends0 + lookups + domains
+	t.Logf("during a %s Mailgun outage, %d new objects cost %d Mailgun calls (%d sends, %d event lookups, %d domain checks): %.1f each; "+
+		"%d event lookups in all, with the accepted objects' delivery polls",
+		outageLen, outageObjects, calls, sends1-sends0, lookups, domains, float64(calls)/outageObjects, lookups1-lookups0)
+	// Waits of 1s, 2s, 4s, ...: one call per doubling that fits in the
+	// outage, plus the first call and the domain check; twice that leaves
+	// room for restarts of the leader.
+	doublings := 0
+	for d := time.Second; d <= outageLen; d *= 2 {
+		doublings++
+	}
+	if limit := 2 * outageObjects * (doublings + 2); calls > limit {
+		t.Errorf("%d Mailgun calls during the outage, want at most %d", calls, limit)
+	}
+	converge(ctx, t, c, ns, "the outage ended")
 
 	// Exactly one accepted email per object, and it is the one recorded.
 	list := &infrav1.MailgunClusterList{}
@@ -311,12 +364,56 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 	}
 	t.Logf("%d objects: %d duplicates, %d lost; %d emails accepted in total; %d sends withheld by the fence",
 		len(list.Items), duplicates, lost, len(fake.Messages()), countInLogs(t, logDir, "Retrying soon: not sending"))
-	if len(list.Items) != n {
-		t.Errorf("%d MailgunClusters, want %d", len(list.Items), n)
+	if want := n + copies + outageObjects; len(list.Items) != want {
+		t.Errorf("%d MailgunClusters, want %d", len(list.Items), want)
 	}
 
 	// The API key appears nowhere: logs, events, status, metrics.
 	checkKeyNowhere(ctx, t, c, ns, logDir, replicas, list)
+}
+
+// converge waits until every object records its accepted email.
+func converge(ctx context.Context, t *testing.T, c client.Client, ns, after string) {
+	t.Helper()
+	var pending []string
+	start := time.Now()
+	poll.Until(ctx, 6*time.Minute, 2*time.Second, func() (bool, string) {
+		pending = notConverged(ctx, t, c, ns)
+		return len(pending) == 0, ""
+	})
+	t.Logf("converged %v after %s (%d objects pending)", time.Since(start).Round(time.Second), after, len(pending))
+	if len(pending) > 0 {
+		t.Errorf("%d objects did not converge; first ones:\n%s", len(pending), strings.Join(pending[:min(10, len(pending))], "\n"))
+	}
+}
+
+// createCopies creates up to max objects that carry the send record of an
+// object already accepted, under names of their own, and returns how many.
+func createCopies(ctx context.Context, t *testing.T, c client.Client, ns string, maxCopies int, create func(string, map[string]string)) int {
+	t.Helper()
+	list := &infrav1.MailgunClusterList{}
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	copies := 0
+	for _, mc := range list.Items {
+		if copies == maxCopies {
+			break
+		}
+		if mc.Annotations[infrav1.AcceptedMessageIDAnnotation] == "" {
+			continue
+		}
+		record := map[string]string{}
+		for k, v := range mc.Annotations {
+			if strings.HasPrefix(k, "mailgun.infrastructure.cluster.x-k8s.io/") {
+				record[k] = v
+			}
+		}
+		create("copy-of-"+mc.Name, record)
+		copies++
+	}
+	t.Logf("created %d copies of accepted objects' send records", copies)
+	return copies
 }
 
 func sendCount(f *mailgunfake.Server) int {

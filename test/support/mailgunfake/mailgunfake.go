@@ -127,6 +127,7 @@ type Server struct {
 	sendRequests         int
 	eventRequests        int
 	domainRequests       int
+	eventRequestsFor     map[string]int
 	hang                 chan struct{}
 }
 
@@ -299,6 +300,13 @@ func (s *Server) Requests() (sends, events int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.sendRequests, s.eventRequests
+}
+
+// EventRequestsFor returns how many events requests asked for messageID.
+func (s *Server) EventRequestsFor(messageID string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.eventRequestsFor[strings.Trim(messageID, "<>")]
 }
 
 // DomainRequests returns how many domain lookups (credential checks)
@@ -522,6 +530,14 @@ func (s *Server) serveDomain(w http.ResponseWriter, name string) {
 }
 
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
+	if id := strings.Trim(r.URL.Query().Get("message-id"), "<>"); id != "" {
+		s.mu.Lock()
+		if s.eventRequestsFor == nil {
+			s.eventRequestsFor = map[string]int{}
+		}
+		s.eventRequestsFor[id]++
+		s.mu.Unlock()
+	}
 	if fault := s.nextFault("events"); fault != nil {
 		if s.answerFault(w, r, fault) {
 			return
