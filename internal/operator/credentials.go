@@ -55,13 +55,7 @@ func (c *credentials) Verify(ctx context.Context, s mailer.Settings) error {
 	c.mu.Unlock()
 
 	state, err := c.mailers.Client(s).CheckDomain(ctx)
-	definite := err == nil
-	if err != nil {
-		switch mailer.AsSendError(err).Class {
-		case mailer.ClassUnauthorized, mailer.ClassForbidden, mailer.ClassDomainNotFound:
-			definite = true
-		}
-	}
+	definite := err == nil || refusesSettings(err)
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -75,8 +69,10 @@ func (c *credentials) Verify(ctx context.Context, s mailer.Settings) error {
 	if verdict != c.lastLog {
 		c.lastLog = verdict
 		switch {
-		case err != nil:
+		case err != nil && definite:
 			c.log.Info("Mailgun refused the settings in a domain lookup", "settings", s.String(), "error", err.Error())
+		case err != nil:
+			c.log.Info("Could not check the key and domain with Mailgun: Mailgun did not answer; checking again later", "error", err.Error())
 		case state != "active":
 			c.log.Info("Mailgun knows the domain but it is not active; emails may not be delivered", "domain", s.Domain, "state", state)
 		default:

@@ -456,7 +456,31 @@ func checkConfig(ctx context.Context, source *config.Source, creds *credentials)
 	if err := source.Check(settings); err != nil {
 		return err
 	}
-	return creds.Verify(ctx, settings)
+	// Readiness is about this operator, not Mailgun: only Mailgun's
+	// definite refusal of the key, domain or region fails it. While Mailgun
+	// is down or slow the check passes (the MailgunClusters' conditions and
+	// the send failure metric report the outage), and it never waits
+	// longer than a probe would.
+	ctx, cancel := context.WithTimeout(ctx, readinessMailgunTimeout)
+	defer cancel()
+	if err := creds.Verify(ctx, settings); err != nil && refusesSettings(err) {
+		return err
+	}
+	return nil
+}
+
+// readinessMailgunTimeout bounds the domain lookup of a readiness check,
+// under the 1s default timeout of a probe.
+const readinessMailgunTimeout = 900 * time.Millisecond
+
+// refusesSettings reports whether a Mailgun error is a definite refusal of
+// the settings, as opposed to Mailgun being unavailable.
+func refusesSettings(err error) bool {
+	switch mailer.AsSendError(err).Class {
+	case mailer.ClassUnauthorized, mailer.ClassForbidden, mailer.ClassDomainNotFound:
+		return true
+	}
+	return false
 }
 
 // metricsTLS hardens the metrics endpoint's TLS as the Cluster API and
