@@ -150,7 +150,10 @@ func (h *harness) options() operator.Options {
 	h.registry = prometheus.NewRegistry()
 	o.MetricsRegistry = h.registry
 	o.SkipNameValidation = true
-	logger := zap.New(zap.WriteTo(h.logs), zap.UseDevMode(true), zap.Level(zapcore.Level(-5)))
+	// V(4) shows the send protocol's steps. Not V(5): controller-runtime
+	// v0.24's priority queue then dumps its items every 10s while another
+	// goroutine changes them, a data race the race detector reports.
+	logger := zap.New(zap.WriteTo(h.logs), zap.UseDevMode(true), zap.Level(zapcore.Level(-4)))
 	o.Logger = &logger
 	return o
 }
