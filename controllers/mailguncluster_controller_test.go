@@ -280,13 +280,7 @@ func TestMailgunFailures(t *testing.T) {
 		{
 			name: "server errors",
 			setup: func(h *harness) {
-				h.fake.SetFaultFunc(func(string) *mailgunfake.Fault {
-					if h.mailgunDown.Load() {
-						f := mailgunfake.StatusFault(503, "maintenance")
-						return &f
-					}
-					return nil
-				})
+				h.failWhileMailgunDown()
 				h.mailgunDown.Store(true)
 			},
 			reason: infrav1.MailgunUnavailableReason,
@@ -796,13 +790,7 @@ func TestOutageIsBounded(t *testing.T) {
 	const outage, maxBackoff = 20 * time.Second, 2 * time.Second
 	h := newHarness(t)
 	wc := &writeCounter{}
-	h.fake.SetFaultFunc(func(string) *mailgunfake.Fault {
-		if h.mailgunDown.Load() {
-			f := mailgunfake.StatusFault(503, "maintenance")
-			return &f
-		}
-		return nil
-	})
+	h.failWhileMailgunDown()
 	h.mailgunDown.Store(true)
 	h.startManager(func(o *operator.Options) {
 		o.MaxBackoff = maxBackoff

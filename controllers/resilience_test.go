@@ -39,6 +39,7 @@ import (
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/sendprotocol"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/logbuf"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/mailgunfake"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/proc"
 )
@@ -333,7 +334,7 @@ func TestStaleCacheDoesNotCauseASecondEmail(t *testing.T) {
 // lease release on shutdown as "leader election lost").
 func TestLeaderElectionLetsOneReplicaSend(t *testing.T) {
 	h := newHarness(t)
-	replicas := []*syncBuffer{{}, {}}
+	replicas := []*logbuf.Buffer{{}, {}}
 	var stops []func()
 	for _, logs := range replicas {
 		stops = append(stops, h.startManager(func(o *operator.Options) {
@@ -368,10 +369,8 @@ func TestLeaderElectionLetsOneReplicaSend(t *testing.T) {
 		stop()
 	}
 	for i, logs := range replicas {
-		for _, line := range strings.Split(logs.String(), "\n") {
-			if strings.Contains(line, "\tERROR\t") {
-				t.Errorf("replica %d logged an error: %s", i, line)
-			}
+		for _, line := range logs.ErrorLines() {
+			t.Errorf("replica %d logged an error: %s", i, line)
 		}
 	}
 }

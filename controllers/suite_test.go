@@ -17,7 +17,6 @@ limitations under the License.
 package controllers_test
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -44,6 +43,7 @@ import (
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/logbuf"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/mailgunfake"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/poll"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/testenv"
@@ -86,7 +86,7 @@ type harness struct {
 	fake *mailgunfake.Server
 	// env is the manager's environment; tests change it before starting it.
 	env  map[string]string
-	logs *syncBuffer
+	logs *logbuf.Buffer
 	// registry holds the metrics of the last manager started.
 	registry *prometheus.Registry
 	// mailgunDown lets fault functions fail until a test flips it.
@@ -108,7 +108,7 @@ func newHarness(t *testing.T) *harness {
 		c:    env.Client,
 		ns:   "test-" + rand.String(6),
 		fake: mailgunfake.Start(testDomain, testAPIKey),
-		logs: &syncBuffer{},
+		logs: &logbuf.Buffer{},
 	}
 	t.Cleanup(h.fake.Close)
 	h.env = map[string]string{
@@ -287,14 +287,24 @@ func (h *harness) waitForAccepted(name string, timeout time.Duration) *infrav1.M
 	return mc
 }
 
+// failWhileMailgunDown makes the fake answer every request (sends, event
+// lookups, domain checks) with 503 while h.mailgunDown is set.
+func (h *harness) failWhileMailgunDown() {
+	h.fake.SetFaultFunc(func(string) *mailgunfake.Fault {
+		if h.mailgunDown.Load() {
+			f := mailgunfake.StatusFault(503, "maintenance")
+			return &f
+		}
+		return nil
+	})
+}
+
 // noErrorLogged fails the test for every error-level line the manager
 // logged: normal operation logs none.
 func (h *harness) noErrorLogged() {
 	h.t.Helper()
-	for _, line := range strings.Split(h.logs.String(), "\n") {
-		if strings.Contains(line, "\tERROR\t") {
-			h.t.Errorf("the manager logged an error: %s", line)
-		}
+	for _, line := range h.logs.ErrorLines() {
+		h.t.Errorf("the manager logged an error: %s", line)
 	}
 }
 
@@ -329,23 +339,6 @@ func (h *harness) events(name string) []eventsv1.Event {
 		}
 	}
 	return out
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // metric returns the value of a counter or the sample count of a histogram

@@ -17,13 +17,10 @@ limitations under the License.
 package clusterctl_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -48,6 +45,7 @@ import (
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/logbuf"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/mailgunfake"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/poll"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/testenv"
@@ -67,24 +65,7 @@ type managementCluster struct {
 	name       string
 	env        *testenv.Env
 	kubeconfig string
-	logs       *syncBuffer
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	logs       *logbuf.Buffer
 }
 
 func startManagementCluster(ctx context.Context, t *testing.T, name string, fake *mailgunfake.Server) *managementCluster {
@@ -94,7 +75,7 @@ func startManagementCluster(ctx context.Context, t *testing.T, name string, fake
 		t.Fatalf("starting %s: %v", name, err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
-	m := &managementCluster{name: name, env: env, logs: &syncBuffer{}}
+	m := &managementCluster{name: name, env: env, logs: &logbuf.Buffer{}}
 
 	user, err := env.ControlPlane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
@@ -255,10 +236,8 @@ func TestMoveKeepsTheEmailRecord(t *testing.T) {
 		t.Errorf("%d emails, want the one sent before the move", n)
 	}
 	for _, m := range []*managementCluster{source, target} {
-		for _, line := range strings.Split(m.logs.String(), "\n") {
-			if strings.Contains(line, "\tERROR\t") {
-				t.Errorf("%s's operator logged an error: %s", m.name, line)
-			}
+		for _, line := range m.logs.ErrorLines() {
+			t.Errorf("%s's operator logged an error: %s", m.name, line)
 		}
 	}
 }
