@@ -256,6 +256,11 @@ func (p Protocol) Decide(in Input) Decision {
 	if a.Err != nil {
 		return p.failed(in)
 	}
+	if a.Op != OpClaim {
+		// Mailgun answered: the backoff starts over, so that a failure
+		// after an outage is not retried as late as the outage's last.
+		in.Failures = 0
+	}
 	switch a.Op {
 	case OpVerify:
 		return p.claim(in)

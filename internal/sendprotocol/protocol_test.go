@@ -243,6 +243,24 @@ func TestFencedSendKeepsTheClaim(t *testing.T) {
 	}
 }
 
+// TestMailgunAnswerResetsTheBackoff: after an outage the failure count is
+// high; the first call Mailgun answers resets it, so the next failure waits
+// the first backoff step, not the outage's last (found by the fault suite:
+// a send that hung right after an outage was retried 4 minutes later).
+func TestMailgunAnswerResetsTheBackoff(t *testing.T) {
+	long := now.Add(-time.Hour)
+	lookedUp := proto.Decide(Input{Record: claimed(long), Now: now, Failures: 8, Answer: &Answer{Op: OpLookup}})
+	if lookedUp.Op != OpClaim || lookedUp.Failures != 0 {
+		t.Fatalf("after a lookup Mailgun answered: %+v, want a claim with the failure count reset", lookedUp)
+	}
+	claimedNow := proto.Decide(Input{Record: claimed(now), Now: now, Failures: lookedUp.Failures, Answer: &Answer{Op: OpClaim}})
+	hung := proto.Decide(Input{Record: claimed(now), Now: now, Failures: claimedNow.Failures,
+		Answer: Failed(OpSend, mailgunErr(mailer.ClassOutcomeUnknown))})
+	if hung.RequeueAfter != proto.Backoff {
+		t.Errorf("a send that hung right after the outage is retried after %s, want the first backoff step %s", hung.RequeueAfter, proto.Backoff)
+	}
+}
+
 func TestClaimValueCarriesTheHolder(t *testing.T) {
 	if got, want := ClaimValue(now, "pod-1_ab12"), "2026-12-03T12:00:00Z pod-1_ab12"; got != want {
 		t.Errorf("ClaimValue = %q, want %q", got, want)
