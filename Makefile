@@ -107,12 +107,16 @@ node-down: ## Stop the single-node test cluster and check that nothing of it is 
 	hack/node/node.sh down
 	hack/node/node.sh check
 
+# FAULTS_OUTAGE (default 1m) sets the Mailgun outage of the fault suite;
+# raise FAULTS_TIMEOUT with it, e.g. FAULTS_OUTAGE=10m FAULTS_TIMEOUT=25m.
+FAULTS_TIMEOUT ?= 15m
+
 .PHONY: test-faults
 test-faults: controlplane ## 300 MailgunClusters through crashes, freezes, a flaky Mailgun and apiserver, copies and an outage: exactly one email each (logs in bin/faults-logs).
 	go build -o $(LOCALBIN)/manager .
 	rm -rf $(LOCALBIN)/faults-logs
 	KUBEBUILDER_ASSETS="$$(hack/build-controlplane.sh)" MANAGER=$(LOCALBIN)/manager FAULTS_LOG_DIR=$(LOCALBIN)/faults-logs \
-	go test -tags faults ./test/faults/ -count=1 -v -timeout 15m
+	go test -tags faults ./test/faults/ -count=1 -v -timeout $(FAULTS_TIMEOUT)
 
 .PHONY: bench
 bench: controlplane ## Benchmark the operator against bare clients (N=100,1000, median of 5 runs) and a bare informer (10k objects); prints a Markdown report.

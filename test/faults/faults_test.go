@@ -136,7 +136,8 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 	if err := os.MkdirAll(logDir, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	outageLen := envDuration("FAULTS_OUTAGE", time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 11*time.Minute+outageLen)
 	defer cancel()
 
 	env, err := testenv.Start()
@@ -303,7 +304,6 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 	// backoff doubles from 1s, capped at --mailgun-max-backoff, 5m), and
 	// gets exactly one email once Mailgun is back.
 	const outageObjects = 5
-	outageLen := envDuration("FAULTS_OUTAGE", time.Minute)
 	sends0, lookups0 := fake.Requests()
 	domains0 := fake.DomainRequests()
 	outage.Store(true)
