@@ -108,7 +108,7 @@ node-down: ## Stop the single-node test cluster and check that nothing of it is 
 	hack/node/node.sh check
 
 # FAULTS_OUTAGE (default 1m) sets the Mailgun outage of the fault suite;
-# raise FAULTS_TIMEOUT with it, e.g. FAULTS_OUTAGE=10m FAULTS_TIMEOUT=25m.
+# raise FAULTS_TIMEOUT with it, e.g. FAULTS_OUTAGE=10m FAULTS_TIMEOUT=40m.
 FAULTS_TIMEOUT ?= 15m
 
 .PHONY: test-faults
