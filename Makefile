@@ -91,7 +91,7 @@ test: vet controlplane ## The unit tests and the envtest suite (a real kube-apis
 	KUBEBUILDER_ASSETS="$$(hack/build-controlplane.sh)" go test -race -count=1 ./...
 
 .PHONY: e2e
-e2e: $(OPM) ## The user's path on a real single-node cluster: catalog image -> OLM (as pods) -> operator pod -> email, upgrade, uninstall (needs root; logs in bin/e2e/logs).
+e2e: $(OPM) ## The user's path on a real single-node cluster: catalog image -> OLM (as pods) -> operator pod -> email, upgrade, clusterctl move away and back, delete, uninstall (needs root; logs in bin/e2e/logs).
 	IMAGE_TAG_BASE=$(IMAGE_TAG_BASE) PACKAGE=$(PACKAGE) OPM=$(OPM) hack/e2e.sh
 
 .PHONY: demo-olm

@@ -44,7 +44,10 @@ type MailgunClusterTemplateResource struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=mailgunclustertemplates,scope=Namespaced,shortName=mgct,categories=cluster-api
 // +kubebuilder:storageversion
-// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1beta1"
+// The contract label maps Cluster API's v1beta2 contract to this version.
+// clusterctl's label lets clusterctl move find the kind however the CRD was
+// installed: clusterctl init adds it, OLM installs the CRD as shipped.
+// +kubebuilder:metadata:labels={"cluster.x-k8s.io/v1beta2=v1beta1","clusterctl.cluster.x-k8s.io="}
 // +kubebuilder:printcolumn:name="Priority",type="string",JSONPath=".spec.template.spec.priority",description="How urgently clusters from this template are needed"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 

@@ -173,7 +173,10 @@ type MailgunClusterInitializationStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=mailgunclusters,scope=Namespaced,shortName=mgc,categories=cluster-api
 // +kubebuilder:storageversion
-// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1beta1"
+// The contract label maps Cluster API's v1beta2 contract to this version.
+// clusterctl's label lets clusterctl move find the kind however the CRD was
+// installed: clusterctl init adds it, OLM installs the CRD as shipped.
+// +kubebuilder:metadata:labels={"cluster.x-k8s.io/v1beta2=v1beta1","clusterctl.cluster.x-k8s.io="}
 // +kubebuilder:printcolumn:name="Cluster",type="string",JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",description="Cluster to which this MailgunCluster belongs"
 // +kubebuilder:printcolumn:name="Priority",type="string",JSONPath=".spec.priority",description="How urgently the cluster is needed"
 // +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].status",description="Whether the request email was accepted by Mailgun"

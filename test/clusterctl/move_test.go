@@ -19,32 +19,18 @@ package clusterctl_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	clusterctlclient "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
-	clusterctlcluster "sigs.k8s.io/cluster-api/cmd/clusterctl/client/cluster"
-	clusterctlconfig "sigs.k8s.io/cluster-api/cmd/clusterctl/client/config"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/logbuf"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/mailgunfake"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/poll"
@@ -58,9 +44,8 @@ const (
 	moveNamespace = "team-a"
 )
 
-// managementCluster is one control plane with Cluster API's and our CRDs
-// installed as clusterctl would (labelled, with its provider inventory),
-// and our operator running against it.
+// managementCluster is one control plane prepared as clusterctl init
+// leaves it, with our operator running against it.
 type managementCluster struct {
 	name       string
 	env        *testenv.Env
@@ -75,99 +60,17 @@ func startManagementCluster(ctx context.Context, t *testing.T, name string, fake
 		t.Fatalf("starting %s: %v", name, err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
-	m := &managementCluster{name: name, env: env, logs: &logbuf.Buffer{}}
-
-	user, err := env.ControlPlane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
+	m := &managementCluster{name: name, env: env}
+	if m.kubeconfig, err = env.WriteKubeconfig(t.TempDir(), name); err != nil {
 		t.Fatal(err)
 	}
-	kc, err := user.KubeConfig()
-	if err != nil {
+	if err := testenv.PrepareForClusterctl(ctx, m.kubeconfig, testenv.CoreProvider(), testenv.InfrastructureProvider()); err != nil {
+		t.Fatalf("preparing %s for clusterctl: %v", name, err)
+	}
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: moveNamespace}}); err != nil {
 		t.Fatal(err)
 	}
-	m.kubeconfig = filepath.Join(t.TempDir(), name+".kubeconfig")
-	if err := os.WriteFile(m.kubeconfig, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
-
-	// As clusterctl init leaves it: the CRDs carry clusterctl's label (move
-	// discovers the types to move by it), the inventory lists the providers.
-	crds := &apiextensionsv1.CustomResourceDefinitionList{}
-	if err := env.Client.List(ctx, crds); err != nil {
-		t.Fatal(err)
-	}
-	for i := range crds.Items {
-		crd := &crds.Items[i]
-		base := crd.DeepCopy()
-		if crd.Labels == nil {
-			crd.Labels = map[string]string{}
-		}
-		crd.Labels[clusterctlv1.ClusterctlLabel] = ""
-		if err := env.Client.Patch(ctx, crd, client.MergeFrom(base)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg, err := clusterctlconfig.New(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	inventory := clusterctlcluster.New(clusterctlcluster.Kubeconfig{Path: m.kubeconfig}, cfg).ProviderInventory()
-	if err := inventory.EnsureCustomResourceDefinitions(ctx); err != nil {
-		t.Fatalf("installing clusterctl's inventory CRD in %s: %v", name, err)
-	}
-	c, err := client.New(env.Config, client.Options{Scheme: env.Client.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := clusterctlv1.AddToScheme(c.Scheme()); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []clusterctlv1.Provider{
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "capi-system", Name: "cluster-api"}, ProviderName: "cluster-api", Type: string(clusterctlv1.CoreProviderType), Version: "v1.14.2"},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "capmg-system", Name: "infrastructure-mailgun"}, ProviderName: "mailgun", Type: string(clusterctlv1.InfrastructureProviderType), Version: "v0.1.0"},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: moveNamespace}},
-	} {
-		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-		if p.Name == "" {
-			continue
-		}
-		p.Labels = map[string]string{clusterctlv1.ClusterctlLabel: ""}
-		if err := c.Create(ctx, &p); err != nil {
-			t.Fatalf("registering provider %s in %s: %v", p.Name, name, err)
-		}
-	}
-
-	o := operator.DefaultOptions()
-	o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0"
-	o.ConfigNamespace = ""
-	o.SkipNameValidation = true
-	o.MetricsRegistry = prometheus.NewRegistry()
-	settings := map[string]string{config.EnvDomain: moveDomain, config.EnvAPIKey: moveAPIKey, config.EnvRecipient: moveRecipient, config.EnvAPIBase: fake.APIBase()}
-	o.Getenv = func(k string) string { return settings[k] }
-	logger := zap.New(zap.WriteTo(m.logs), zap.UseDevMode(true), zap.Level(zapcore.Level(-1)))
-	o.Logger = &logger
-	mgrCtx, cancel := context.WithCancel(ctx)
-	mgr, err := operator.New(mgrCtx, m.env.Config, o)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(mgrCtx); err != nil {
-			t.Errorf("%s's manager: %v", name, err)
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		if t.Failed() {
-			t.Logf("%s's manager logs:\n%s", name, m.logs.String())
-		}
-	})
+	m.logs = testenv.RunOperator(ctx, t, name, env.Config, testenv.Settings(moveDomain, moveAPIKey, moveRecipient, fake.APIBase()))
 	return m
 }
 
@@ -200,12 +103,7 @@ func TestMoveKeepsTheEmailRecord(t *testing.T) {
 	}
 	sentID := waitReady(ctx, t, source, "prod")
 
-	// A stand-in control plane: clusterctl moves only clusters whose
-	// infrastructure is provisioned and whose control plane is initialized.
-	base := cluster.DeepCopy()
-	cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
-	conditions.Set(cluster, metav1.Condition{Type: clusterv1.ClusterControlPlaneInitializedCondition, Status: metav1.ConditionTrue, Reason: "StandIn"})
-	if err := source.env.Client.Status().Patch(ctx, cluster, client.MergeFrom(base)); err != nil {
+	if err := testenv.StandInControlPlane(ctx, source.env.Client, cluster); err != nil {
 		t.Fatal(err)
 	}
 

@@ -20,7 +20,8 @@ limitations under the License.
 // single-node cluster (hack/node) with OLM running as pods: catalog image →
 // CatalogSource → PackageManifest → OperatorGroup + Subscription →
 // InstallPlan → bundle unpack Job → CSV → operator pod, then configures
-// Mailgun, requests a cluster, upgrades through the catalog and uninstalls.
+// Mailgun, requests a cluster, upgrades through the catalog, moves a cluster
+// away with clusterctl and back, deletes it, and uninstalls.
 // Run it with `make e2e`, which brings the node up, builds and pushes the
 // images, runs this test and tears the node down.
 package e2e
@@ -66,6 +67,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlclient "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -200,6 +202,7 @@ func TestInstallFromCatalogImage(t *testing.T) {
 		{name: "metrics need an authorized token", run: s.checkMetrics},
 		{name: "the operator holds only the permissions it needs", run: s.checkPermissions},
 		{name: "upgrading through the catalog sends no second email", run: s.upgrade},
+		{name: "clusterctl moves a cluster away and back, then it is deleted, with one email", run: s.moveAndDelete},
 		{name: "uninstalling removes the operator", run: s.uninstall},
 		{name: "the operator logged no error", run: s.checkOperatorLogs},
 	} {
@@ -400,7 +403,7 @@ func (s *suite) subscribe() {
 // the one email and the status.
 func (s *suite) requestCluster(name string) {
 	start := time.Now()
-	mc := s.applySample(name)
+	mc := s.applySample(userNS, name)
 	got := s.waitForEmail(mc)
 	s.t.Logf("TIMING MailgunCluster created to Ready: %.1fs", time.Since(start).Seconds())
 	emails := s.emailsFor(mc)
@@ -518,7 +521,7 @@ func (s *suite) upgrade() {
 		return pod.Spec.Containers[0].Image == s.cfg.operatorV2, "image " + pod.Spec.Containers[0].Image
 	})
 
-	mc := s.applySample("second")
+	mc := s.applySample(userNS, "second")
 	s.waitForEmail(mc)
 	first := &infrav1.MailgunCluster{}
 	s.get(types.NamespacedName{Namespace: userNS, Name: "first"}, first)
@@ -530,6 +533,98 @@ func (s *suite) upgrade() {
 	}
 	if n := len(s.fake.Messages()); n != 2 {
 		s.t.Errorf("%d emails in total, want 2", n)
+	}
+}
+
+// moveAndDelete takes a cluster through the rest of its life with
+// clusterctl v1.14.2 (its library, the code of the command): created on the
+// node, moved to a second management cluster (a control plane started
+// here, with the operator running in this process, as clusterctl init
+// would install it there), moved back to the node, and deleted there. The
+// operator pod is on both ends of a move. One email in all, the same
+// message ID throughout, and the operator pod's log is checked for errors
+// by the last step.
+func (s *suite) moveAndDelete() {
+	const ns = "team-move"
+	// clusterctl move works on management clusters whose core provider
+	// clusterctl installed; the node gets the inventory that would leave.
+	// Our CRDs are as OLM installed them from the bundle.
+	if err := testenv.PrepareForClusterctl(s.ctx, s.cfg.kubeconfig, testenv.CoreProvider()); err != nil {
+		s.t.Fatalf("preparing the node for clusterctl: %v", err)
+	}
+	s.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	mc := s.applySample(ns, "roaming")
+	key := client.ObjectKeyFromObject(mc)
+	sentID := s.waitForEmail(mc).Status.MessageID
+
+	target, err := testenv.Start()
+	if err != nil {
+		s.t.Fatalf("starting the second management cluster: %v", err)
+	}
+	s.t.Cleanup(func() { _ = target.Stop() })
+	targetKubeconfig, err := target.WriteKubeconfig(s.t.TempDir(), "target")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := testenv.PrepareForClusterctl(s.ctx, targetKubeconfig, testenv.CoreProvider(), testenv.InfrastructureProvider()); err != nil {
+		s.t.Fatalf("preparing the second management cluster for clusterctl: %v", err)
+	}
+	targetFake := mailgunfake.Start(mgDomain, mgAPIKey)
+	s.t.Cleanup(targetFake.Close)
+	targetLogs := testenv.RunOperator(s.ctx, s.t, "the second management cluster", target.Config,
+		testenv.Settings(mgDomain, mgAPIKey, mgRecipient, targetFake.APIBase()))
+
+	cc, err := clusterctlclient.New(s.ctx, "")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	move := func(from client.Client, fromKubeconfig, toKubeconfig string) {
+		start := time.Now()
+		if err := testenv.StandInControlPlane(s.ctx, from, testenv.ClusterFor(ns, key.Name)); err != nil {
+			s.t.Fatal(err)
+		}
+		if err := cc.Move(s.ctx, clusterctlclient.MoveOptions{
+			FromKubeconfig: clusterctlclient.Kubeconfig{Path: fromKubeconfig},
+			ToKubeconfig:   clusterctlclient.Kubeconfig{Path: toKubeconfig},
+			Namespace:      ns,
+		}); err != nil {
+			s.t.Fatalf("clusterctl move: %v", err)
+		}
+		s.waitFor(time.Minute, "the moved MailgunCluster to leave its source", func() (bool, string) {
+			err := from.Get(s.ctx, key, &infrav1.MailgunCluster{})
+			return apierrors.IsNotFound(err), fmt.Sprintf("%v", err)
+		})
+		s.t.Logf("TIMING clusterctl move: %.1fs", time.Since(start).Seconds())
+	}
+
+	move(s.c, s.cfg.kubeconfig, targetKubeconfig)
+	if got := s.waitReady(target.Client, key).Status.MessageID; got != sentID {
+		s.t.Errorf("moved away, the MailgunCluster records %q, want the email sent before, %q", got, sentID)
+	}
+	move(target.Client, targetKubeconfig, s.cfg.kubeconfig)
+	if got := s.waitReady(s.c, key).Status.MessageID; got != sentID {
+		s.t.Errorf("moved back, the MailgunCluster records %q, want the email sent before, %q", got, sentID)
+	}
+
+	start := time.Now()
+	for _, obj := range []client.Object{&infrav1.MailgunCluster{}, &clusterv1.Cluster{}} {
+		obj.SetNamespace(ns)
+		obj.SetName(key.Name)
+		if err := s.c.Delete(s.ctx, obj); err != nil {
+			s.t.Fatalf("deleting %T %s: %v", obj, key, err)
+		}
+	}
+	s.waitFor(time.Minute, "the operator to release the deleted MailgunCluster", func() (bool, string) {
+		err := s.c.Get(s.ctx, key, &infrav1.MailgunCluster{})
+		return apierrors.IsNotFound(err), fmt.Sprintf("%v", err)
+	})
+	s.t.Logf("TIMING delete: %.1fs", time.Since(start).Seconds())
+
+	if n := len(s.emailsFor(mc)) + len(targetFake.MessagesWithVariable(mailer.VarObject, key.String())); n != 1 {
+		s.t.Errorf("%d emails for the moved cluster, want 1", n)
+	}
+	for _, line := range targetLogs.ErrorLines() {
+		s.t.Errorf("the second management cluster's operator logged an error: %s", line)
 	}
 }
 
@@ -646,15 +741,15 @@ func testCA(t *testing.T, host string) (tls.Certificate, []byte) {
 		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
 }
 
-func (s *suite) applySample(name string) *infrav1.MailgunCluster {
+func (s *suite) applySample(namespace, name string) *infrav1.MailgunCluster {
 	cluster := &clusterv1.Cluster{}
 	s.readSample("cluster.yaml", cluster)
-	cluster.Name, cluster.Namespace = name, userNS
+	cluster.Name, cluster.Namespace = name, namespace
 	cluster.Spec.InfrastructureRef.Name = name
 	s.create(cluster)
 	mc := &infrav1.MailgunCluster{}
 	s.readSample("infrastructure_v1beta1_mailguncluster.yaml", mc)
-	mc.Name, mc.Namespace = name, userNS
+	mc.Name, mc.Namespace = name, namespace
 	// No Cluster API core controller runs here; own it as it would.
 	mc.OwnerReferences = []metav1.OwnerReference{testenv.OwnerRef(cluster)}
 	s.create(mc)
@@ -691,9 +786,15 @@ func (s *suite) emailsFor(mc *infrav1.MailgunCluster) []mailgunfake.Message {
 }
 
 func (s *suite) waitForEmail(mc *infrav1.MailgunCluster) *infrav1.MailgunCluster {
+	return s.waitReady(s.c, client.ObjectKeyFromObject(mc))
+}
+
+// waitReady waits until the MailgunCluster in the cluster of c is Ready
+// with a message ID.
+func (s *suite) waitReady(c client.Client, key types.NamespacedName) *infrav1.MailgunCluster {
 	got := &infrav1.MailgunCluster{}
-	s.waitFor(2*time.Minute, "MailgunCluster "+mc.Name+" to be Ready", func() (bool, string) {
-		if err := s.c.Get(s.ctx, client.ObjectKeyFromObject(mc), got); err != nil {
+	s.waitFor(2*time.Minute, "MailgunCluster "+key.String()+" to be Ready", func() (bool, string) {
+		if err := c.Get(s.ctx, key, got); err != nil {
 			return false, err.Error()
 		}
 		return conditions.IsTrue(got, infrav1.ReadyCondition) && got.Status.MessageID != "",
