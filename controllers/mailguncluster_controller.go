@@ -22,10 +22,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -41,9 +43,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
@@ -122,6 +126,9 @@ type MailgunClusterReconciler struct {
 	DeliveryTrackingTimeout time.Duration
 
 	memory memory
+	// clusterAPI is set once the apiserver serves Cluster API's Cluster;
+	// until then MailgunClusters wait for it.
+	clusterAPI atomic.Bool
 }
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=mailgunclusters,verbs=get;list;watch;update;patch
@@ -147,10 +154,12 @@ func (r *MailgunClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 
 	// A missing owner is not an error: the Cluster may be created later (the
-	// Cluster watch brings us back), or it is gone while we are deleted.
+	// Cluster watch brings us back), or it is gone while we are deleted. Nor
+	// is a missing Cluster API: the operator may be installed first.
 	cluster, err := util.GetOwnerCluster(ctx, r.Client, mc.ObjectMeta)
 	ownerMissing := apierrors.IsNotFound(err)
-	if err != nil && !ownerMissing {
+	noClusterAPI := meta.IsNoMatchError(err) || !r.clusterAPI.Load()
+	if err != nil && !ownerMissing && !meta.IsNoMatchError(err) {
 		return ctrl.Result{}, fmt.Errorf("getting owner Cluster: %w", err)
 	}
 	if cluster != nil {
@@ -196,7 +205,7 @@ func (r *MailgunClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return r.reconcileDelete(s)
 	}
 
-	if reason, msg := notOurCluster(mc, cluster, ownerMissing); reason != "" {
+	if reason, msg := notOurCluster(mc, cluster, ownerMissing, noClusterAPI); reason != "" {
 		log.Info("Not sending: "+msg, "reason", reason)
 		setEmailSent(mc, metav1.ConditionFalse, reason, msg)
 		return ctrl.Result{}, nil
@@ -205,13 +214,17 @@ func (r *MailgunClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	return r.reconcileNormal(ctx, s)
 }
 
-// notOurCluster says why the MailgunCluster must not send yet: it has no
-// owner Cluster, the owner does not exist, or the owner's
-// spec.infrastructureRef names another object (a second MailgunCluster
-// owned by the same Cluster is not its infrastructure). Each case ends when
-// the Cluster changes, which the Cluster watch reports.
-func notOurCluster(mc *infrav1.MailgunCluster, cluster *clusterv1.Cluster, ownerMissing bool) (reason, message string) {
+// notOurCluster says why the MailgunCluster must not send yet: Cluster API
+// is not installed, it has no owner Cluster, the owner does not exist, or
+// the owner's spec.infrastructureRef names another object (a second
+// MailgunCluster owned by the same Cluster is not its infrastructure). The
+// first ends when the Cluster API waiter finds Cluster API, the others when
+// the MailgunCluster or its Cluster changes, which the watches report.
+func notOurCluster(mc *infrav1.MailgunCluster, cluster *clusterv1.Cluster, ownerMissing, noClusterAPI bool) (reason, message string) {
 	switch {
+	case noClusterAPI:
+		return infrav1.WaitingForClusterAPIReason, fmt.Sprintf("Cluster API is not installed (the apiserver does not serve %s); waiting for it",
+			clusterv1.GroupVersion.WithKind("Cluster"))
 	case ownerMissing:
 		return infrav1.WaitingForClusterReason, fmt.Sprintf("the owner Cluster %s does not exist; waiting for it to be created", ownerClusterName(mc))
 	case cluster == nil:
@@ -241,27 +254,39 @@ func (r *MailgunClusterReconciler) reconcileDelete(s *scope) (ctrl.Result, error
 	return ctrl.Result{}, nil
 }
 
-// SetupWithManager registers the controller and its watches.
+// SetupWithManager registers the controller and its watches. If Cluster
+// API is not installed yet, the Cluster watch starts once it is (see
+// clusterAPIWaiter), without a restart.
 func (r *MailgunClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
 	log := ctrl.LoggerFrom(ctx)
 	scheme := mgr.GetScheme()
+	served, err := clusterAPIServed(mgr.GetRESTMapper())
+	if err != nil {
+		return err
+	}
+	clusters := source.Kind[client.Object](mgr.GetCache(), &clusterv1.Cluster{},
+		handler.EnqueueRequestsFromMapFunc(util.ClusterToInfrastructureMapFunc(ctx,
+			infrav1.GroupVersion.WithKind("MailgunCluster"), mgr.GetClient(), &infrav1.MailgunCluster{})),
+		predicates.ClusterPausedTransitions(scheme, log),
+		predicates.ResourceHasFilterLabel(scheme, log, r.WatchFilterValue),
+	)
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&infrav1.MailgunCluster{}, builder.WithPredicates(
 			predicates.ResourceHasFilterLabel(scheme, log, r.WatchFilterValue),
 			predicates.ResourceIsNotExternallyManaged(scheme, log),
 		)).
 		WithOptions(options).
-		Watches(&clusterv1.Cluster{},
-			handler.EnqueueRequestsFromMapFunc(util.ClusterToInfrastructureMapFunc(ctx,
-				infrav1.GroupVersion.WithKind("MailgunCluster"), mgr.GetClient(), &infrav1.MailgunCluster{})),
-			builder.WithPredicates(
-				predicates.ClusterPausedTransitions(scheme, log),
-				predicates.ResourceHasFilterLabel(scheme, log, r.WatchFilterValue),
-			)).
 		Named("mailguncluster")
+	enqueueAll := handler.EnqueueRequestsFromMapFunc(r.allMailgunClusters)
+	wake := make(chan event.GenericEvent, 1)
+	if served {
+		r.clusterAPI.Store(true)
+		b = b.WatchesRawSource(clusters)
+	} else {
+		b = b.WatchesRawSource(source.Channel(wake, enqueueAll))
+	}
 
 	if o := r.ConfigObjects; o.Namespace != "" {
-		enqueueAll := handler.EnqueueRequestsFromMapFunc(r.allMailgunClusters)
 		isConfig := func(name string) predicate.Predicate {
 			return predicate.NewPredicateFuncs(func(obj client.Object) bool {
 				return obj.GetNamespace() == o.Namespace && obj.GetName() == name
@@ -270,18 +295,27 @@ func (r *MailgunClusterReconciler) SetupWithManager(ctx context.Context, mgr ctr
 		b = b.Watches(&corev1.Secret{}, enqueueAll, builder.WithPredicates(isConfig(o.SecretName))).
 			Watches(&corev1.ConfigMap{}, enqueueAll, builder.WithPredicates(isConfig(o.ConfigMapName)))
 	}
-	if err := b.Complete(r); err != nil {
+	c, err := b.Build(r)
+	if err != nil {
 		return fmt.Errorf("creating MailgunCluster controller: %w", err)
 	}
-	return nil
+	if served {
+		return nil
+	}
+	return mgr.Add(&clusterAPIWaiter{
+		log:    mgr.GetLogger().WithName("cluster-api-waiter"),
+		mapper: mgr.GetRESTMapper(), controller: c, clusters: clusters, wake: wake,
+		served:        func() { r.clusterAPI.Store(true) },
+		firstInterval: time.Second, maxInterval: 30 * time.Second,
+	})
 }
 
-// allMailgunClusters maps a configuration change to every MailgunCluster:
-// any of them may be waiting for working settings.
+// allMailgunClusters maps a configuration change, or Cluster API's
+// arrival, to every MailgunCluster: any of them may be waiting for it.
 func (r *MailgunClusterReconciler) allMailgunClusters(ctx context.Context, _ client.Object) []reconcile.Request {
 	list := &infrav1.MailgunClusterList{}
 	if err := r.Client.List(ctx, list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing MailgunClusters after a configuration change")
+		ctrl.LoggerFrom(ctx).Error(err, "Listing MailgunClusters to reconcile them all")
 		return nil
 	}
 	reqs := make([]reconcile.Request, 0, len(list.Items))

@@ -68,6 +68,11 @@ const (
 	// at it.
 	WaitingForClusterReason = "WaitingForCluster"
 
+	// WaitingForClusterAPIReason: Cluster API is not installed (the apiserver
+	// does not serve its Cluster kind); the operator watches for it and goes
+	// on once it is.
+	WaitingForClusterAPIReason = "WaitingForClusterAPI"
+
 	// NotClusterInfrastructureReason: the owner Cluster's
 	// spec.infrastructureRef names another object, so this MailgunCluster is
 	// not its infrastructure and sends nothing.

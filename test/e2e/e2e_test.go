@@ -198,6 +198,7 @@ func TestInstallFromCatalogImage(t *testing.T) {
 		{name: "OLM runs in the cluster", run: s.installOLM},
 		{name: "the catalog image serves our package", run: s.addCatalog},
 		{name: "subscribing installs the operator through a bundle unpack Job", run: s.subscribe},
+		{name: "Cluster API installed after the operator is picked up without a restart", run: s.installClusterAPI},
 		{name: "a MailgunCluster gets exactly one email", run: func() { s.requestCluster("first") }, lastDemo: true},
 		{name: "metrics need an authorized token", run: s.checkMetrics},
 		{name: "the operator holds only the permissions it needs", run: s.checkPermissions},
@@ -219,6 +220,41 @@ func TestInstallFromCatalogImage(t *testing.T) {
 	}
 }
 
+// installClusterAPI installs Cluster API's core CRDs once the operator
+// runs without them, as on a cluster where the operator was installed from
+// OperatorHub first: the operator said it waits for Cluster API, and picks
+// it up without a restart (requestCluster then sends).
+func (s *suite) installClusterAPI() {
+	s.waitFor(time.Minute, "the operator to say it waits for Cluster API", func() (bool, string) {
+		for _, l := range s.logs.all() {
+			if strings.Contains(l, "Cluster API is not installed") {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d log lines, none says so", len(s.logs.all()))
+	})
+	start := time.Now()
+	for _, obj := range s.readManifestDir(s.cfg.clusterAPICRD) {
+		// The conversion webhook belongs to Cluster API's core controller,
+		// which this test does not run.
+		unstructured.RemoveNestedField(obj.Object, "spec", "conversion")
+		s.createUnstructured(obj)
+		s.waitCRDEstablished(obj.GetName())
+	}
+	s.waitFor(2*time.Minute, "the operator to find Cluster API", func() (bool, string) {
+		for _, l := range s.logs.all() {
+			if strings.Contains(l, "Cluster API is installed") {
+				return true, ""
+			}
+		}
+		return false, "not yet logged"
+	})
+	s.t.Logf("TIMING Cluster API CRDs installed to the operator watching Clusters: %.1fs", time.Since(start).Seconds())
+	if n := s.operatorPod().Status.ContainerStatuses[0].RestartCount; n != 0 {
+		s.t.Errorf("the operator container restarted %d times", n)
+	}
+}
+
 // installOLM applies OLM's CRDs and its upstream quickstart manifests,
 // changing only what cannot be had here: the images (built here, published
 // names) and the community catalog (its image cannot be pulled).
@@ -230,15 +266,6 @@ func (s *suite) installOLM() {
 		s.createUnstructured(obj)
 		s.waitCRDEstablished(obj.GetName())
 	}
-	// Cluster API's core CRDs: the CSV lists Cluster as a native API, so OLM
-	// waits for it (docs/install-olm.md: Cluster API comes first).
-	for _, obj := range s.readManifestDir(s.cfg.clusterAPICRD) {
-		// The conversion webhook belongs to Cluster API's core controller,
-		// which this test does not run.
-		unstructured.RemoveNestedField(obj.Object, "spec", "conversion")
-		s.createUnstructured(obj)
-	}
-
 	quickstart := filepath.Join(s.cfg.olmDir, "deploy", "upstream", "quickstart")
 
 	for _, obj := range s.readManifests(filepath.Join(quickstart, "olm.yaml")) {

@@ -132,6 +132,9 @@ type generator struct {
 	extra       []*unstructured.Unstructured
 }
 
+// clusterAPIGroup is the API group of Cluster API's core kinds.
+const clusterAPIGroup = "cluster.x-k8s.io"
+
 func (g *generator) classify(objs []*unstructured.Unstructured) error {
 	g.roles = map[string]*unstructured.Unstructured{}
 	var rest []*unstructured.Unstructured
@@ -176,18 +179,14 @@ func (g *generator) classify(objs []*unstructured.Unstructured) error {
 	for _, crd := range g.crds {
 		owned[schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}] = true
 	}
-	native := map[schema.GroupKind]bool{}
-	for _, n := range g.csv.Spec.NativeAPIs {
-		native[schema.GroupKind{Group: n.Group, Kind: n.Kind}] = true
-	}
 	for _, obj := range rest {
 		gk := obj.GroupVersionKind().GroupKind()
 		switch {
 		case owned[gk]:
 			g.samples = append(g.samples, obj)
-		case native[gk]:
-			// Samples of APIs the operator consumes (the Cluster) are
-			// documentation, not bundle content.
+		case gk.Group == clusterAPIGroup:
+			// Samples of Cluster API's kinds, which the operator consumes
+			// (the Cluster), are documentation, not bundle content.
 		default:
 			g.extra = append(g.extra, obj)
 		}

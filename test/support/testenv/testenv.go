@@ -49,6 +49,9 @@ type Options struct {
 	// WithoutProviderCRDs leaves out this provider's CRDs, e.g. for a test in
 	// which OLM installs them from the bundle.
 	WithoutProviderCRDs bool
+	// WithoutClusterAPI leaves out Cluster API's CRDs, e.g. to install the
+	// operator first (InstallClusterAPI adds them later).
+	WithoutClusterAPI bool
 	// CRDDirectoryPaths are more directories of CRDs to install.
 	CRDDirectoryPaths []string
 }
@@ -74,13 +77,11 @@ func StartWith(o Options) (*Env, error) {
 		}
 		assets = strings.TrimSpace(out)
 	}
-	capiDir, err := run(root, "go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-api")
-	if err != nil {
-		return nil, fmt.Errorf("locating the cluster-api module: %w", err)
-	}
-	capiCRDs, err := readCRDs(filepath.Join(strings.TrimSpace(capiDir), "core", "config", "crd", "bases"))
-	if err != nil {
-		return nil, err
+	var capiCRDs []*apiextensionsv1.CustomResourceDefinition
+	if !o.WithoutClusterAPI {
+		if capiCRDs, err = clusterAPICRDs(root); err != nil {
+			return nil, err
+		}
 	}
 
 	crdPaths := append([]string(nil), o.CRDDirectoryPaths...)
@@ -111,6 +112,25 @@ func StartWith(o Options) (*Env, error) {
 		return nil, fmt.Errorf("creating client: %w", err)
 	}
 	return &Env{Environment: env, Client: c, RepoRoot: root}, nil
+}
+
+// InstallClusterAPI installs Cluster API's core CRDs and waits until the
+// apiserver serves them.
+func (e *Env) InstallClusterAPI() error {
+	crds, err := clusterAPICRDs(e.RepoRoot)
+	if err != nil {
+		return err
+	}
+	_, err = envtest.InstallCRDs(e.Config, envtest.CRDInstallOptions{CRDs: crds})
+	return err
+}
+
+func clusterAPICRDs(root string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	capiDir, err := run(root, "go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-api")
+	if err != nil {
+		return nil, fmt.Errorf("locating the cluster-api module: %w", err)
+	}
+	return readCRDs(filepath.Join(strings.TrimSpace(capiDir), "core", "config", "crd", "bases"))
 }
 
 // readCRDs reads Cluster API's core CRDs (Cluster, Machine, ...: its

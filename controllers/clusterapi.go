@@ -1,0 +1,104 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
+)
+
+// clusterGroupKind is Cluster API's Cluster, at the version the operator
+// reads.
+var clusterGroupKind = schema.GroupKind{Group: clusterv1.GroupVersion.Group, Kind: "Cluster"}
+
+// clusterAPIServed reports whether the apiserver serves Cluster API's
+// Cluster at the version the operator reads; a discovery failure is an
+// error, not an answer.
+func clusterAPIServed(mapper meta.RESTMapper) (bool, error) {
+	_, err := mapper.RESTMapping(clusterGroupKind, clusterv1.GroupVersion.Version)
+	switch {
+	case err == nil:
+		return true, nil
+	case meta.IsNoMatchError(err):
+		return false, nil
+	}
+	return false, fmt.Errorf("looking up Cluster API's %s in discovery: %w", clusterv1.GroupVersion.WithKind("Cluster"), err)
+}
+
+// clusterAPIWaiter runs while Cluster API is not installed: it looks for the
+// Cluster kind in discovery, first every FirstInterval and then less often
+// up to MaxInterval (one discovery request each), and once it is served,
+// starts the Cluster watch and wakes every MailgunCluster, which until then
+// say WaitingForClusterAPI. The operator is Ready meanwhile: it is healthy,
+// Cluster API is just not there yet.
+type clusterAPIWaiter struct {
+	log           logr.Logger
+	mapper        meta.RESTMapper
+	controller    controller.Controller
+	clusters      source.Source
+	wake          chan<- event.GenericEvent
+	served        func()
+	firstInterval time.Duration
+	maxInterval   time.Duration
+}
+
+// Start implements manager.Runnable; it runs on the leader only, as the
+// controller does.
+func (w *clusterAPIWaiter) Start(ctx context.Context) error {
+	log := w.log
+	log.Info("Cluster API is not installed: the apiserver does not serve " + clusterv1.GroupVersion.WithKind("Cluster").String() +
+		"; MailgunClusters wait for it (condition reason " + infrav1.WaitingForClusterAPIReason + ")")
+	interval := w.firstInterval
+	timer := time.NewTimer(interval)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		}
+		served, err := clusterAPIServed(w.mapper)
+		if err != nil {
+			log.V(1).Info("Cluster API lookup failed; trying again", "reason", err.Error())
+		}
+		if served {
+			log.Info("Cluster API is installed; watching Clusters")
+			if err := w.controller.Watch(w.clusters); err != nil {
+				return fmt.Errorf("watching Cluster API's Clusters: %w", err)
+			}
+			w.served()
+			select {
+			case w.wake <- event.GenericEvent{Object: &infrav1.MailgunCluster{}}:
+			default:
+			}
+			return nil
+		}
+		interval = min(2*interval, w.maxInterval)
+		timer.Reset(interval)
+	}
+}
