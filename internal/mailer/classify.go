@@ -83,8 +83,13 @@ func (c *Client) classify(err error, hint *retryHint) *SendError {
 }
 
 // notSent reports whether err proves the request never reached Mailgun:
-// the connection could not be opened, so nothing was transmitted.
+// the connection could not be opened, or the rate Limit held the request
+// back, so nothing was transmitted.
 func notSent(err error) bool {
+	var throttled *throttledError
+	if errors.As(err, &throttled) {
+		return true
+	}
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) {
 		return true

@@ -32,6 +32,7 @@ import (
 
 	"github.com/mailgun/mailgun-go/v4"
 	"github.com/mailgun/mailgun-go/v4/events"
+	"golang.org/x/time/rate"
 )
 
 // Settings are what the mailer needs to talk to Mailgun.
@@ -122,10 +123,11 @@ type Pool struct {
 	http *http.Client
 }
 
-// NewPool returns a Pool whose requests time out after timeout and which
-// keeps up to concurrency idle connections per Mailgun host, so that that
-// many callers in parallel reuse their connections instead of dialling anew.
-func NewPool(timeout time.Duration, concurrency int) *Pool {
+// NewPool returns a Pool whose requests time out after timeout, go out at
+// the rate limit allows, and which keeps up to concurrency idle connections
+// per Mailgun host, so that that many callers in parallel reuse their
+// connections instead of dialling anew.
+func NewPool(timeout time.Duration, concurrency int, limit Limit) *Pool {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = max(concurrency, 2)
 	// HTTP/1.1 only: each connection carries one request at a time, so the
@@ -133,10 +135,11 @@ func NewPool(timeout time.Duration, concurrency int) *Pool {
 	// alone. HTTP/2 would multiplex other requests onto it.
 	transport.ForceAttemptHTTP2 = false
 	transport.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
-	return &Pool{http: &http.Client{
-		Timeout:   timeout,
-		Transport: &retryHintTransport{next: &deadlineTransport{next: transport}},
-	}}
+	var rt http.RoundTripper = &retryHintTransport{next: &deadlineTransport{next: transport}}
+	if limit.QPS > 0 {
+		rt = &limitTransport{limiter: rate.NewLimiter(rate.Limit(limit.QPS), max(limit.Burst, 1)), next: rt}
+	}
+	return &Pool{http: &http.Client{Timeout: timeout, Transport: rt}}
 }
 
 // Client returns a Client for s that uses the pool's connections.
@@ -152,7 +155,7 @@ func (p *Pool) Client(s Settings) *Client {
 // New returns a Client with a pool of its own, for a single user. timeout
 // bounds every HTTP request to Mailgun.
 func New(s Settings, timeout time.Duration) *Client {
-	return NewPool(timeout, 1).Client(s)
+	return NewPool(timeout, 1, Limit{}).Client(s)
 }
 
 // Send sends a request email and returns the ID Mailgun assigned to it.
@@ -232,7 +235,8 @@ const (
 	// a 5xx does not prove the message was not queued.
 	ClassUnavailable Class = "Unavailable"
 	// ClassUnreachable means the connection to Mailgun could not be opened (DNS,
-	// dial); nothing was transmitted.
+	// dial), or the Pool's Limit held the request back; nothing was
+	// transmitted.
 	ClassUnreachable Class = "Unreachable"
 	// ClassRateLimited means Mailgun answered 429. Retry after RetryAfter.
 	ClassRateLimited Class = "RateLimited"

@@ -173,7 +173,7 @@ func TestPoolReusesConnectionsAcrossClients(t *testing.T) {
 	defer fake.Close()
 	fake.SetSendLatency(5 * time.Millisecond)
 	const workers, sendsEach = 4, 5
-	pool := mailer.NewPool(2*time.Second, workers)
+	pool := mailer.NewPool(2*time.Second, workers, mailer.Limit{})
 	settings := mailer.Settings{Domain: domain, APIKey: apiKey, Recipient: recipient, APIBase: fake.APIBase()}
 
 	var wg sync.WaitGroup
@@ -288,7 +288,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 func TestWriteDeadlineFencesTheSend(t *testing.T) {
 	fake := mailgunfake.Start(domain, apiKey)
 	defer fake.Close()
-	pool := mailer.NewPool(2*time.Second, 1)
+	pool := mailer.NewPool(2*time.Second, 1, mailer.Limit{})
 	c := pool.Client(mailer.Settings{Domain: domain, APIKey: apiKey, Recipient: recipient, APIBase: fake.APIBase()})
 	// Warm a pooled connection, then fence a send on it.
 	if _, err := c.Send(context.Background(), request("<warm@"+domain+">")); err != nil {
@@ -316,3 +316,60 @@ func TestWriteDeadlineFencesTheSend(t *testing.T) {
 		t.Errorf("Mailgun got %v, want %v", ids, want)
 	}
 }
+
+// TestPoolBoundsTheRequestRate: however many callers there are, requests
+// leave the Pool at no more than its Limit, and a request that would wait
+// past its write deadline (a fenced send) is refused as not sent, with
+// nothing on the wire.
+func TestPoolBoundsTheRequestRate(t *testing.T) {
+	fake := mailgunfake.Start(domain, apiKey)
+	defer fake.Close()
+	const qps, burst, callers, each = 40, 4, 8, 3
+	pool := mailer.NewPool(5*time.Second, callers, mailer.Limit{QPS: qps, Burst: burst})
+	settings := mailer.Settings{Domain: domain, APIKey: apiKey, Recipient: recipient, APIBase: fake.APIBase()}
+
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range callers {
+		wg.Go(func() {
+			for i := range each {
+				if _, err := pool.Client(settings).Send(context.Background(), request(fmt.Sprintf("<%d.%d@%s>", w, i, domain))); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// The first burst goes at once, the rest at qps.
+	elapsed := time.Since(start)
+	if want := time.Duration(float64(callers*each-burst) / qps * float64(time.Second)); elapsed < want*9/10 {
+		t.Errorf("%d requests took %v; at %d per second after a burst of %d they take at least %v", callers*each, elapsed, qps, burst, want)
+	}
+	if got := len(fake.Messages()); got != callers*each {
+		t.Fatalf("fake got %d messages, want %d", got, callers*each)
+	}
+
+	// A fenced send the limit would hold past its write deadline is refused
+	// at once, before it leaves.
+	slow := mailer.NewPool(5*time.Second, 1, mailer.Limit{QPS: 0.001, Burst: 1})
+	fake2 := mailgunfake.Start(domain, apiKey)
+	defer fake2.Close()
+	settings.APIBase = fake2.APIBase()
+	if _, err := slow.Client(settings).Send(context.Background(), request("<first@"+domain+">")); err != nil {
+		t.Fatal(err)
+	}
+	refusedAt := time.Now()
+	_, err := slow.Client(settings).Send(mailer.WithWriteDeadline(context.Background(), time.Now().Add(time.Second)), request("<fenced@"+domain+">"))
+	if err == nil {
+		t.Error("a send the limit holds past its write deadline went out")
+	} else if se := mailer.AsSendError(err); se.Class != mailer.ClassUnreachable {
+		t.Errorf("send held back by the limit: %v, want class Unreachable: nothing was sent", err)
+	}
+	if d := time.Since(refusedAt); d > 100*time.Millisecond {
+		t.Errorf("the refusal took %v; it must not wait for a token it cannot use", d)
+	}
+	if n := len(fake2.Messages()); n != 1 {
+		t.Errorf("Mailgun got %d messages, want only the first", n)
+	}
+}
+

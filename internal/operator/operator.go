@@ -111,6 +111,10 @@ type Options struct {
 	// MaxBackoff caps the wait between failed calls to Mailgun for one
 	// object; the wait starts at one second and doubles per failure.
 	MaxBackoff time.Duration
+	// MailgunQPS and MailgunBurst bound the rate of all requests to Mailgun
+	// together; MailgunQPS 0 sets no bound.
+	MailgunQPS   float64
+	MailgunBurst int
 
 	DeliveryPollInterval    time.Duration
 	DeliveryTrackingTimeout time.Duration
@@ -154,6 +158,8 @@ func DefaultOptions() Options {
 		SettleTime:             2 * time.Minute,
 		RecheckInterval:        5 * time.Minute,
 		MaxBackoff:             5 * time.Minute,
+		MailgunQPS:             20,
+		MailgunBurst:           40,
 
 		DeliveryPollInterval:     15 * time.Second,
 		DeliveryTrackingTimeout:  12 * time.Hour,
@@ -201,6 +207,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How long to wait before retrying after Mailgun refused the credentials or recipient.")
 	fs.DurationVar(&o.MaxBackoff, "mailgun-max-backoff", o.MaxBackoff,
 		"Cap of the wait between failed calls to Mailgun for one MailgunCluster (it starts at 1s and doubles per failure).")
+	fs.Float64Var(&o.MailgunQPS, "mailgun-qps", o.MailgunQPS,
+		"Bound on requests per second to Mailgun, all MailgunClusters together; 0 sets no bound.")
+	fs.IntVar(&o.MailgunBurst, "mailgun-burst", o.MailgunBurst,
+		"How many requests to Mailgun may go out at once above --mailgun-qps.")
 	fs.DurationVar(&o.DeliveryPollInterval, "delivery-poll-interval", o.DeliveryPollInterval,
 		"First interval between looks at Mailgun's events for the delivery of an accepted email; it grows as the email ages.")
 	fs.DurationVar(&o.DeliveryTrackingTimeout, "delivery-tracking-timeout", o.DeliveryTrackingTimeout,
@@ -216,6 +226,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Concurrency < 1 {
 		return fmt.Errorf("--mailguncluster-concurrency must be at least 1, got %d", o.Concurrency)
+	}
+	if o.MailgunQPS < 0 || (o.MailgunQPS > 0 && o.MailgunBurst < 1) {
+		return fmt.Errorf("--mailgun-qps must not be negative, and --mailgun-burst must be at least 1 with it (got %v and %d)", o.MailgunQPS, o.MailgunBurst)
 	}
 	if o.MailgunTimeout <= 0 || o.SettleTime <= 0 || o.RecheckInterval <= 0 || o.MaxBackoff <= 0 ||
 		o.DeliveryPollInterval <= 0 || o.DeliveryTrackingTimeout <= 0 || o.CredentialsCheckInterval <= 0 {
@@ -297,7 +310,7 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 	}
 	// One connection pool for every Mailgun call: the reconcile workers
 	// plus the readiness check's domain lookup.
-	mailers := mailer.NewPool(o.MailgunTimeout, o.Concurrency+1)
+	mailers := mailer.NewPool(o.MailgunTimeout, o.Concurrency+1, mailer.Limit{QPS: o.MailgunQPS, Burst: o.MailgunBurst})
 	creds := &credentials{mailers: mailers, ttl: o.CredentialsCheckInterval, log: mgr.GetLogger().WithName("mailgun-credentials")}
 	reconciler := &controllers.MailgunClusterReconciler{
 		Client:   mgr.GetClient(),

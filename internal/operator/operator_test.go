@@ -66,6 +66,8 @@ func TestValidateRejects(t *testing.T) {
 		{"several namespaces (OLM MultiNamespace)", func(o *operator.Options) { o.WatchNamespace = "a,b" }, "names several namespaces"},
 		{"no workers", func(o *operator.Options) { o.Concurrency = 0 }, "--mailguncluster-concurrency"},
 		{"zero timeout", func(o *operator.Options) { o.MailgunTimeout = 0 }, "must be positive"},
+		{"negative request rate", func(o *operator.Options) { o.MailgunQPS = -1 }, "--mailgun-qps"},
+		{"request rate without a burst", func(o *operator.Options) { o.MailgunBurst = 0 }, "--mailgun-burst"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

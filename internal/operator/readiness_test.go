@@ -54,7 +54,7 @@ func TestReadinessIsTheOperatorsNotMailguns(t *testing.T) {
 			}
 			env := map[string]string{config.EnvDomain: domain, config.EnvAPIKey: tt.key, config.EnvRecipient: "ops@example.com", config.EnvAPIBase: fake.APIBase()}
 			source := &config.Source{Getenv: func(k string) string { return env[k] }}
-			creds := &credentials{mailers: mailer.NewPool(30*time.Second, 1), ttl: time.Minute, log: logr.Discard()}
+			creds := &credentials{mailers: mailer.NewPool(30*time.Second, 1, mailer.Limit{}), ttl: time.Minute, log: logr.Discard()}
 			start := time.Now()
 			err := checkConfig(context.Background(), source, creds)
 			if (err == nil) != tt.wantReady {
