@@ -32,6 +32,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	clusterctlclient "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -208,5 +209,62 @@ func mustConvert(t *testing.T, u *unstructured.Unstructured, into any) {
 	t.Helper()
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestClusterTemplateTakesAnyRequestLine: `clusterctl generate cluster`
+// (the code of the command, v1.14.2) with the template and MAILGUN_REQUEST
+// set to any single line of text gives a MailgunCluster whose
+// spec.request is that text, character for character; further lines that
+// start with four spaces (docs/install-clusterctl.md) become lines of it.
+func TestClusterTemplateTakesAnyRequestLine(t *testing.T) {
+	template := filepath.Join(root(t), "templates", "cluster-template.yaml")
+	t.Setenv("MAILGUN_REQUESTER", "alice@example.com")
+	tests := []struct{ variable, want string }{
+		{variable: "3 nodes\n    in eu-west", want: "3 nodes\nin eu-west"},
+	}
+	for _, line := range []string{
+		`3 control plane nodes, 5 workers`,
+		`nodes: 3`,
+		`say "please" and 'thanks'`,
+		`C:\clusters\new \n is not a newline`,
+		`# not a comment`,
+		`  leading and trailing spaces  `,
+		`{"json": [1, 2]}`,
+		`- a dash, & an anchor *, ! a tag, | > % @ ` + "`backticks`",
+		`ünïcödé, tab	inside`,
+	} {
+		tests = append(tests, struct{ variable, want string }{variable: line, want: line})
+	}
+	for _, tt := range tests {
+		t.Run(tt.variable, func(t *testing.T) {
+			t.Setenv("MAILGUN_REQUEST", tt.variable)
+			cc, err := clusterctlclient.New(context.Background(), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			tpl, err := cc.GetClusterTemplate(context.Background(), clusterctlclient.GetClusterTemplateOptions{
+				URLSource:       &clusterctlclient.URLSourceOptions{URL: template},
+				ClusterName:     "payments",
+				TargetNamespace: "default",
+			})
+			if err != nil {
+				t.Fatalf("clusterctl generate cluster: %v", err)
+			}
+			raw, err := tpl.Yaml()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, obj := range decode(t, raw) {
+				if obj.GetKind() != "MailgunCluster" {
+					continue
+				}
+				if got, _, _ := unstructured.NestedString(obj.Object, "spec", "request"); got != tt.want {
+					t.Errorf("spec.request = %q, want %q", got, tt.want)
+				}
+				return
+			}
+			t.Fatal("no MailgunCluster generated")
+		})
 	}
 }
