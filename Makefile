@@ -159,6 +159,12 @@ build-installer: manifests generate $(KUSTOMIZE) ## Write dist/install.yaml with
 bundle: manifests ## Generate bundle/ and bundle.Dockerfile from config/ (no operator-sdk CLI needed).
 	go run ./hack/bundle --version $(VERSION) --image $(IMG) --channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL) --replaces "$(REPLACES)"
 
+OPERATORHUB_DIR ?= out/operatorhub
+
+.PHONY: operatorhub
+operatorhub: manifests ## Write the bundle in the community-operators layout (operators/<package>/<version>/, ci.yaml) under OPERATORHUB_DIR.
+	go run ./hack/bundle --version $(VERSION) --image $(IMG) --channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL) --replaces "$(REPLACES)" --operatorhub-dir $(OPERATORHUB_DIR)
+
 .PHONY: bundle-sdk
 bundle-sdk: manifests $(KUSTOMIZE) ## Generate the bundle with the operator-sdk CLI instead, if you have it.
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
@@ -168,7 +174,7 @@ bundle-sdk: manifests $(KUSTOMIZE) ## Generate the bundle with the operator-sdk 
 
 .PHONY: bundle-validate
 bundle-validate: ## Validate the bundle like `operator-sdk bundle validate` and the scorecard's basic/olm suites, offline.
-	go test ./hack/packaging/bundle/ -count=1 -v -run 'UpToDate|Validation|Scorecard|CSVContent|Placeholders|Dockerfile'
+	go test ./hack/packaging/bundle/ -count=1 -v -run 'UpToDate|Validation|Scorecard|CSVContent|Placeholders|Dockerfile|OperatorHub|OpenShift'
 
 .PHONY: scorecard
 scorecard: ## Run the scorecard against a cluster (needs the operator-sdk CLI).

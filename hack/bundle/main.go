@@ -15,7 +15,8 @@ limitations under the License.
 */
 
 // Command bundle writes the OLM bundle (bundle/ and bundle.Dockerfile) from
-// config/manifests; see hack/packaging/bundle. Run it through `make bundle`.
+// config/manifests; see hack/packaging/bundle. Run it through `make bundle`,
+// or `make operatorhub` for the community-operators layout instead.
 package main
 
 import (
@@ -31,7 +32,7 @@ import (
 
 func main() {
 	var o bundle.Options
-	var channels, manifestsDir, outDir string
+	var channels, manifestsDir, outDir, hubDir string
 	flag.StringVar(&o.Package, "package", "cluster-api-provider-mailgun", "OLM package name")
 	flag.StringVar(&o.Version, "version", "", "operator version (semver, without v)")
 	flag.StringVar(&o.Replaces, "replaces", "", "name of the CSV this version replaces")
@@ -40,16 +41,17 @@ func main() {
 	flag.StringVar(&o.DefaultChannel, "default-channel", "stable", "default channel")
 	flag.StringVar(&manifestsDir, "manifests", "config/manifests", "kustomization to render")
 	flag.StringVar(&outDir, "output-dir", "bundle", "bundle directory; bundle.Dockerfile goes next to it")
+	flag.StringVar(&hubDir, "operatorhub-dir", "", "if set, write the community-operators layout (operators/<package>/<version>, ci.yaml) there instead of the bundle")
 	flag.Parse()
 	o.Channels = strings.Split(channels, ",")
 
-	if err := run(o, manifestsDir, outDir); err != nil {
+	if err := run(o, manifestsDir, outDir, hubDir); err != nil {
 		fmt.Fprintf(os.Stderr, "bundle: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(o bundle.Options, manifestsDir, outDir string) error {
+func run(o bundle.Options, manifestsDir, outDir, hubDir string) error {
 	rendered, err := manifests.Kustomize(manifestsDir)
 	if err != nil {
 		return err
@@ -58,6 +60,13 @@ func run(o bundle.Options, manifestsDir, outDir string) error {
 	files, err := bundle.Generate(rendered, o)
 	if err != nil {
 		return err
+	}
+	if hubDir != "" {
+		if err := bundle.WriteOperatorHub(hubDir, files, o.Package, o.Version); err != nil {
+			return err
+		}
+		fmt.Printf("wrote %s/operators/%s/%s and ci.yaml (version %s, image %s)\n", filepath.Clean(hubDir), o.Package, o.Version, o.Version, o.Image)
+		return nil
 	}
 	if err := bundle.Write(outDir, files); err != nil {
 		return err

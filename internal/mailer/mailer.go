@@ -27,11 +27,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
 	"github.com/mailgun/mailgun-go/v4"
 	"github.com/mailgun/mailgun-go/v4/events"
+	"golang.org/x/net/http/httpproxy"
 	"golang.org/x/time/rate"
 )
 
@@ -129,6 +131,11 @@ type Pool struct {
 // connections instead of dialling anew.
 func NewPool(timeout time.Duration, concurrency int, limit Limit) *Pool {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
+	// Behind a proxy (OLM sets HTTPS_PROXY, HTTP_PROXY and NO_PROXY on the
+	// operator of a cluster with one), Mailgun is reached through it. Read
+	// when the pool is made, not once per process as http's default does.
+	proxy := httpproxy.FromEnvironment().ProxyFunc()
+	transport.Proxy = func(r *http.Request) (*url.URL, error) { return proxy(r.URL) }
 	transport.MaxIdleConnsPerHost = max(concurrency, 2)
 	// HTTP/1.1 only: each connection carries one request at a time, so the
 	// write deadline set for a send (WithWriteDeadline) applies to that send

@@ -21,10 +21,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -373,3 +377,36 @@ func TestPoolBoundsTheRequestRate(t *testing.T) {
 	}
 }
 
+// TestPoolGoesThroughTheEnvironmentsProxy: with HTTP(S)_PROXY set, as OLM
+// sets it on the operator of a cluster behind a proxy, calls to Mailgun go
+// through the proxy. (NO_PROXY comes from the same environment settings,
+// golang.org/x/net/http/httpproxy's; a direct call is not tried here, as it
+// would leave the machine.)
+func TestPoolGoesThroughTheEnvironmentsProxy(t *testing.T) {
+	fake := mailgunfake.Start(domain, apiKey)
+	defer fake.Close()
+	backend, err := url.Parse(fake.APIBase())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var proxied atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A forward proxy: whatever host was asked for, the fake answers.
+		proxied.Add(1)
+		httputil.NewSingleHostReverseProxy(&url.URL{Scheme: backend.Scheme, Host: backend.Host}).ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	for _, key := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"} {
+		t.Setenv(key, "")
+	}
+	t.Setenv("HTTP_PROXY", proxy.URL)
+	// An address only the proxy sees (TEST-NET-1): loopback is never
+	// proxied, and a name would need DNS.
+	settings := mailer.Settings{Domain: domain, APIKey: apiKey, Recipient: recipient, APIBase: "http://192.0.2.10/v3"}
+	if _, err := mailer.NewPool(2*time.Second, 1, mailer.Limit{}).Client(settings).Send(context.Background(), request("<proxied@"+domain+">")); err != nil {
+		t.Fatalf("send through the proxy: %v", err)
+	}
+	if n := proxied.Load(); n != 1 || len(fake.Messages()) != 1 {
+		t.Errorf("the proxy saw %d requests and Mailgun got %d messages, want 1 and 1", n, len(fake.Messages()))
+	}
+}

@@ -375,6 +375,11 @@ func (g *generator) add(obj map[string]any, name string) error {
 	return nil
 }
 
+// OpenShiftVersions is the bundle's com.redhat.openshift.versions: OpenShift
+// 4.18 and later, the first release on Kubernetes 1.31, the CSV's
+// minKubeVersion (OperatorHub's checks want both to agree).
+const OpenShiftVersions = "v4.18"
+
 // Labels are the bundle image labels; metadata/annotations.yaml carries the
 // same keys and values.
 func Labels(o Options) [][2]string {
@@ -393,6 +398,7 @@ func Labels(o Options) [][2]string {
 		{"operators.operatorframework.io.metrics.project_layout", "go.kubebuilder.io/v4"},
 		{"operators.operatorframework.io.test.mediatype.v1", "scorecard+v1"},
 		{"operators.operatorframework.io.test.config.v1", ScorecardDir + "/"},
+		{"com.redhat.openshift.versions", OpenShiftVersions},
 	}
 }
 
@@ -469,4 +475,43 @@ func Load(dir, pkg string) (*v1alpha1.ClusterServiceVersion, error) {
 		return nil, fmt.Errorf("parsing CSV in %s: %w", dir, err)
 	}
 	return csv, nil
+}
+
+// OperatorHub lays the bundle out as the community-operators repositories
+// (k8s-operatorhub/community-operators, redhat-openshift-ecosystem/
+// community-operators-prod) take it: operators/<package>/<version>/ with
+// manifests/, metadata/ and tests/, and operators/<package>/ci.yaml. The
+// bundle.Dockerfile is left out: their pipelines build the bundle image
+// from metadata/annotations.yaml. updateGraph replaces-mode matches our
+// CSVs, each of which names the version it replaces.
+func OperatorHub(files Files, pkg, version string) Files {
+	out := Files{}
+	base := filepath.Join("operators", pkg, version)
+	for name, b := range files {
+		if strings.HasPrefix(name, "..") {
+			continue
+		}
+		out[filepath.Join(base, name)] = b
+	}
+	out[filepath.Join("operators", pkg, "ci.yaml")] = []byte("# community-operators CI settings: each version's CSV names the one it replaces.\nupdateGraph: replaces-mode\n")
+	return out
+}
+
+// WriteOperatorHub writes the layout of OperatorHub under dir, replacing
+// the version's directory.
+func WriteOperatorHub(dir string, files Files, pkg, version string) error {
+	if err := os.RemoveAll(filepath.Join(dir, "operators", pkg, version)); err != nil {
+		return err
+	}
+	hub := OperatorHub(files, pkg, version)
+	for _, name := range sortedKeys(hub) {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, hub[name], 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -109,17 +109,31 @@ func TestBundleIsUpToDate(t *testing.T) {
 }
 
 func TestBundlePassesOperatorFrameworkValidation(t *testing.T) {
-	b := loadBundle(t)
+	validate(t, loadBundle(t), repoPath(t, "bundle.Dockerfile"))
+}
+
+// validate runs the validators of `operator-sdk bundle validate
+// --select-optional suite=operatorframework` and the community suite on b
+// (whose image is built from dockerfile, if any) and fails on any error or
+// warning.
+func validate(t *testing.T, b *manifests.Bundle, dockerfile string) {
+	t.Helper()
 	var results []validationerrors.ManifestResult
 	results = append(results, validation.DefaultBundleValidators.WithValidators(validation.ObjectValidator).Validate(b.ObjectsToValidate()...)...)
 	optional := map[string]string{"k8s-version": "1.36"}
+	if dockerfile != "" {
+		optional["index-path"] = dockerfile
+	}
 	suite := []struct {
 		name      string
 		validator interface {
 			Validate(...interface{}) []validationerrors.ManifestResult
 		}
 	}{
+		// operatorhub/v2 with capabilities and categories is the operatorhub
+		// suite (its v1 validator is deprecated in their favour and says so).
 		{"operatorhubv2", validation.OperatorHubV2Validator},
+		{"community", validation.CommunityOperatorValidator},
 		{"capabilities", validation.StandardCapabilitiesValidator},
 		{"categories", validation.StandardCategoriesValidator},
 		{"good-practices", validation.GoodPracticesValidator},
@@ -200,6 +214,63 @@ func TestScorecardChecks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOperatorHubLayout: `make operatorhub` writes what the
+// community-operators repositories take (operators/<package>/<version>/
+// with manifests, metadata and tests, and ci.yaml), and the bundle read back
+// from there passes the same validators.
+func TestOperatorHubLayout(t *testing.T) {
+	b := loadBundle(t)
+	version := b.CSV.Spec.Version.String()
+	files := bundle.Files{}
+	err := filepath.WalkDir(repoPath(t, "bundle"), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(repoPath(t, "bundle"), path)
+		files[rel], err = os.ReadFile(path)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := bundle.WriteOperatorHub(dir, files, pkg, version); err != nil {
+		t.Fatal(err)
+	}
+	ci, err := os.ReadFile(filepath.Join(dir, "operators", pkg, "ci.yaml"))
+	if err != nil || !strings.Contains(string(ci), "updateGraph: replaces-mode") {
+		t.Errorf("ci.yaml = %q, %v; want updateGraph: replaces-mode", ci, err)
+	}
+	versionDir := filepath.Join(dir, "operators", pkg, version)
+	for _, sub := range []string{"manifests", "metadata", "tests/scorecard"} {
+		if _, err := os.Stat(filepath.Join(versionDir, sub)); err != nil {
+			t.Errorf("%s missing from the layout: %v", sub, err)
+		}
+	}
+	hub, err := manifests.GetBundleFromDir(versionDir)
+	if err != nil {
+		t.Fatalf("reading the bundle back from %s: %v", versionDir, err)
+	}
+	validate(t, hub, "")
+}
+
+// TestOpenShiftVersionsMatchMinKubeVersion: OperatorHub's checks want
+// com.redhat.openshift.versions with minKubeVersion, and the two must name
+// the same oldest release.
+func TestOpenShiftVersionsMatchMinKubeVersion(t *testing.T) {
+	// OpenShift 4.y and the Kubernetes minor it is built on.
+	kubeOf := map[string]string{"v4.16": "1.29", "v4.17": "1.30", "v4.18": "1.31", "v4.19": "1.32", "v4.20": "1.33"}
+	csv := loadBundle(t).CSV
+	minor := strings.Join(strings.Split(csv.Spec.MinKubeVersion, ".")[:2], ".")
+	if got := kubeOf[bundle.OpenShiftVersions]; got != minor {
+		t.Errorf("com.redhat.openshift.versions %s is Kubernetes %s, minKubeVersion is %s", bundle.OpenShiftVersions, got, csv.Spec.MinKubeVersion)
+	}
+	ann, err := os.ReadFile(repoPath(t, "bundle", "metadata", "annotations.yaml"))
+	if err != nil || !strings.Contains(string(ann), "com.redhat.openshift.versions: "+bundle.OpenShiftVersions) {
+		t.Errorf("metadata/annotations.yaml lacks com.redhat.openshift.versions: %v", err)
 	}
 }
 
