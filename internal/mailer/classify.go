@@ -83,8 +83,9 @@ func (c *Client) classify(err error, hint *retryHint) *SendError {
 }
 
 // notSent reports whether err proves the request never reached Mailgun:
-// the connection could not be opened, or the rate Limit held the request
-// back, so nothing was transmitted.
+// the connection (to Mailgun, or to the proxy on the way) could not be
+// opened, or the rate Limit held the request back, so nothing was
+// transmitted.
 func notSent(err error) bool {
 	var throttled *throttledError
 	if errors.As(err, &throttled) {
@@ -94,8 +95,19 @@ func notSent(err error) bool {
 	if errors.As(err, &dnsErr) {
 		return true
 	}
-	var opErr *net.OpError
-	return errors.As(err, &opErr) && opErr.Op == "dial"
+	// A proxy that cannot be reached shows as a "proxyconnect" error around
+	// the dial error, so look at every error in the chain.
+	for e := err; e != nil; {
+		var opErr *net.OpError
+		if !errors.As(e, &opErr) {
+			return false
+		}
+		if opErr.Op == "dial" {
+			return true
+		}
+		e = opErr.Err
+	}
+	return false
 }
 
 // responseMessage extracts Mailgun's explanation from an error body, which

@@ -17,7 +17,6 @@ limitations under the License.
 package mailer
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"time"
@@ -37,8 +36,11 @@ type Limit struct {
 }
 
 // limitTransport holds each request until the Limit lets it go. A request
-// that would wait past its deadline, or past its write deadline (a send
-// under the lease fence), fails at once without being sent.
+// the Limit would hold for more than half the time left before its
+// deadline, or before its write deadline (a send under the lease fence),
+// fails at once without being sent: let go that late, it would likely time
+// out after it was written, and a send that times out has an unknown
+// outcome (a settle wait and lookups) where a refused one has none.
 type limitTransport struct {
 	limiter *rate.Limiter
 	next    http.RoundTripper
@@ -46,22 +48,43 @@ type limitTransport struct {
 
 func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	if d, ok := ctx.Value(writeDeadlineKey{}).(time.Time); ok && !d.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, d)
-		defer cancel()
+	now := time.Now()
+	deadline, ok := ctx.Deadline()
+	if d, fenced := ctx.Value(writeDeadlineKey{}).(time.Time); fenced && !d.IsZero() && (!ok || d.Before(deadline)) {
+		deadline, ok = d, true
 	}
-	if err := t.limiter.Wait(ctx); err != nil {
-		return nil, &throttledError{err: err}
+	r := t.limiter.ReserveN(now, 1)
+	delay := r.DelayFrom(now)
+	if !r.OK() || ok && delay > deadline.Sub(now)/2 {
+		r.CancelAt(now)
+		return nil, &throttledError{delay: delay, left: deadline.Sub(now)}
+	}
+	if delay > 0 {
+		timer := time.NewTimer(delay)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			r.Cancel()
+			return nil, &throttledError{delay: delay, left: deadline.Sub(now), err: ctx.Err()}
+		}
 	}
 	return t.next.RoundTrip(req)
 }
 
 // throttledError is a request the Limit held back: nothing was sent.
-type throttledError struct{ err error }
+type throttledError struct {
+	delay, left time.Duration
+	err         error
+}
 
 func (e *throttledError) Error() string {
-	return fmt.Sprintf("not sent: the operator's own bound on requests to Mailgun (--mailgun-qps) would delay it past its deadline: %v", e.err)
+	msg := fmt.Sprintf("not sent: the operator's own bound on requests to Mailgun (--mailgun-qps) would hold it %v with %v left before its deadline",
+		e.delay.Round(time.Millisecond), e.left.Round(time.Millisecond))
+	if e.err != nil {
+		msg += ": " + e.err.Error()
+	}
+	return msg
 }
 
 func (e *throttledError) Unwrap() error { return e.err }

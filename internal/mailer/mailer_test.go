@@ -353,27 +353,32 @@ func TestPoolBoundsTheRequestRate(t *testing.T) {
 		t.Fatalf("fake got %d messages, want %d", got, callers*each)
 	}
 
-	// A fenced send the limit would hold past its write deadline is refused
-	// at once, before it leaves.
-	slow := mailer.NewPool(5*time.Second, 1, mailer.Limit{QPS: 0.001, Burst: 1})
+	// A fenced send is let go only if the limit holds it for at most half
+	// the time left before its write deadline; else it is refused at once,
+	// unsent. (The pool's timeout, 30s, leaves room for both waits.)
+	slow := mailer.NewPool(30*time.Second, 1, mailer.Limit{QPS: 0.5, Burst: 1})
 	fake2 := mailgunfake.Start(domain, apiKey)
 	defer fake2.Close()
 	settings.APIBase = fake2.APIBase()
 	if _, err := slow.Client(settings).Send(context.Background(), request("<first@"+domain+">")); err != nil {
 		t.Fatal(err)
 	}
+	// The next token is about 2s away.
 	refusedAt := time.Now()
 	_, err := slow.Client(settings).Send(mailer.WithWriteDeadline(context.Background(), time.Now().Add(time.Second)), request("<fenced@"+domain+">"))
 	if err == nil {
-		t.Error("a send the limit holds past its write deadline went out")
+		t.Error("a send the limit holds past half its time to the write deadline went out")
 	} else if se := mailer.AsSendError(err); se.Class != mailer.ClassUnreachable {
 		t.Errorf("send held back by the limit: %v, want class Unreachable: nothing was sent", err)
 	}
 	if d := time.Since(refusedAt); d > 100*time.Millisecond {
 		t.Errorf("the refusal took %v; it must not wait for a token it cannot use", d)
 	}
-	if n := len(fake2.Messages()); n != 1 {
-		t.Errorf("Mailgun got %d messages, want only the first", n)
+	if _, err := slow.Client(settings).Send(mailer.WithWriteDeadline(context.Background(), time.Now().Add(10*time.Second)), request("<in-time@"+domain+">")); err != nil {
+		t.Errorf("a fenced send with time to spare after its wait: %v", err)
+	}
+	if n := len(fake2.Messages()); n != 2 {
+		t.Errorf("Mailgun got %d messages, want the first and the one in time", n)
 	}
 }
 
@@ -408,5 +413,22 @@ func TestPoolGoesThroughTheEnvironmentsProxy(t *testing.T) {
 	}
 	if n := proxied.Load(); n != 1 || len(fake.Messages()) != 1 {
 		t.Errorf("the proxy saw %d requests and Mailgun got %d messages, want 1 and 1", n, len(fake.Messages()))
+	}
+}
+
+// TestSendThroughAnUnreachableProxyIsUnreachable: a proxy that refuses the
+// connection proves the request never left, as a refused Mailgun does.
+func TestSendThroughAnUnreachableProxyIsUnreachable(t *testing.T) {
+	closed := httptest.NewServer(http.NotFoundHandler())
+	proxyURL := closed.URL
+	closed.Close()
+	for _, key := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"} {
+		t.Setenv(key, "")
+	}
+	t.Setenv("HTTP_PROXY", proxyURL)
+	settings := mailer.Settings{Domain: domain, APIKey: apiKey, Recipient: recipient, APIBase: "http://192.0.2.10/v3"}
+	_, err := mailer.NewPool(2*time.Second, 1, mailer.Limit{}).Client(settings).Send(context.Background(), request("<x@"+domain+">"))
+	if se := mailer.AsSendError(err); err == nil || se.Class != mailer.ClassUnreachable {
+		t.Errorf("send through a proxy that refuses connections: %v, want class Unreachable", err)
 	}
 }
