@@ -51,13 +51,15 @@ func clusterAPIServed(mapper meta.RESTMapper) (bool, error) {
 }
 
 // clusterAPIWaiter runs while Cluster API is not installed: it looks for the
-// Cluster kind in discovery, first every FirstInterval and then less often
-// up to MaxInterval (one discovery request each), and once it is served,
+// Cluster kind in discovery, first after firstInterval and then less often
+// up to every maxInterval (one discovery request each), and once it is served,
 // starts the Cluster watch and wakes every MailgunCluster, which until then
 // say WaitingForClusterAPI. The operator is Ready meanwhile: it is healthy,
 // Cluster API is just not there yet.
 type clusterAPIWaiter struct {
-	log           logr.Logger
+	log logr.Logger
+	// lookupErr is why discovery could not tell at start, if it could not.
+	lookupErr     error
 	mapper        meta.RESTMapper
 	controller    controller.Controller
 	clusters      source.Source
@@ -71,8 +73,13 @@ type clusterAPIWaiter struct {
 // controller does.
 func (w *clusterAPIWaiter) Start(ctx context.Context) error {
 	log := w.log
-	log.Info("Cluster API is not installed: the apiserver does not serve " + clusterv1.GroupVersion.WithKind("Cluster").String() +
-		"; MailgunClusters wait for it (condition reason " + infrav1.WaitingForClusterAPIReason + ")")
+	if w.lookupErr != nil {
+		log.Info("Could not tell whether Cluster API is installed; MailgunClusters wait until discovery answers (condition reason "+
+			infrav1.WaitingForClusterAPIReason+")", "reason", w.lookupErr.Error())
+	} else {
+		log.Info("Cluster API is not installed: the apiserver does not serve " + clusterv1.GroupVersion.WithKind("Cluster").String() +
+			"; MailgunClusters wait for it (condition reason " + infrav1.WaitingForClusterAPIReason + ")")
+	}
 	interval := w.firstInterval
 	timer := time.NewTimer(interval)
 	defer timer.Stop()

@@ -25,6 +25,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -54,31 +55,40 @@ func TestInstalledBeforeClusterAPI(t *testing.T) {
 	defer fake.Close()
 	logs := testenv.RunOperator(ctx, t, "operator", env.Config, testenv.Settings(testDomain, testAPIKey, testRecipient, fake.APIBase()))
 
-	const ns, name = "early", "first"
+	const ns = "early"
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	mc := newMailgunCluster(ns, name)
-	if err := env.Client.Create(ctx, mc); err != nil {
-		t.Fatal(err)
+	// One MailgunCluster no Cluster owns yet, and one that names an owner
+	// Cluster (restored from a backup, say): looking that owner up is what
+	// fails without Cluster API.
+	first := newMailgunCluster(ns, "first")
+	owned := newMailgunCluster(ns, "owned")
+	ownedBy(owned, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "owned", UID: "00000000-0000-0000-0000-0000000000aa"}})
+	for _, mc := range []*infrav1.MailgunCluster{first, owned} {
+		if err := env.Client.Create(ctx, mc); err != nil {
+			t.Fatal(err)
+		}
 	}
-	waitReason := func(reason string) *infrav1.MailgunCluster {
+	waitReason := func(name, reason string) *infrav1.MailgunCluster {
 		t.Helper()
 		got := &infrav1.MailgunCluster{}
 		if ok, state := poll.Until(ctx, 30*time.Second, 100*time.Millisecond, func() (bool, string) {
-			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(mc), got); err != nil {
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, got); err != nil {
 				return false, err.Error()
 			}
 			c := conditions.Get(got, infrav1.ReadyCondition)
 			return c != nil && c.Reason == reason, fmt.Sprintf("Ready %+v", c)
 		}); !ok {
-			t.Fatalf("MailgunCluster not %s: %s\n%s", reason, state, logs.String())
+			t.Fatalf("MailgunCluster %s not %s: %s\n%s", name, reason, state, logs.String())
 		}
 		return got
 	}
-	got := waitReason(infrav1.WaitingForClusterAPIReason)
-	if msg := conditions.GetMessage(got, infrav1.ReadyCondition); !strings.Contains(msg, "Cluster API is not installed") {
-		t.Errorf("Ready message = %q, want it to say Cluster API is not installed", msg)
+	for _, name := range []string{"first", "owned"} {
+		got := waitReason(name, infrav1.WaitingForClusterAPIReason)
+		if msg := conditions.GetMessage(got, infrav1.ReadyCondition); !strings.Contains(msg, "Cluster API is not installed") {
+			t.Errorf("%s: Ready message = %q, want it to say Cluster API is not installed", name, msg)
+		}
 	}
 	if !strings.Contains(logs.String(), "Cluster API is not installed") {
 		t.Errorf("the log does not say that the operator waits for Cluster API:\n%s", logs.String())
@@ -87,23 +97,28 @@ func TestInstalledBeforeClusterAPI(t *testing.T) {
 	if err := env.InstallClusterAPI(); err != nil {
 		t.Fatal(err)
 	}
-	// Cluster API's own reasons take over: no Cluster references it yet.
-	waitReason(infrav1.WaitingForClusterReason)
-	cluster := testenv.ClusterFor(ns, name)
+	// Cluster API's own reasons take over: no Cluster references the
+	// first, the second's owner does not exist.
+	waitReason("owned", infrav1.WaitingForClusterReason)
+	waitReason("first", infrav1.WaitingForClusterReason)
+	cluster := testenv.ClusterFor(ns, "first")
 	if err := env.Client.Create(ctx, cluster); err != nil {
 		t.Fatal(err)
 	}
 	current := &infrav1.MailgunCluster{}
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(mc), current); err != nil {
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(first), current); err != nil {
 		t.Fatal(err)
 	}
 	ownedBy(current, cluster)
 	if err := env.Client.Update(ctx, current); err != nil {
 		t.Fatal(err)
 	}
-	waitReason(infrav1.EmailAcceptedReason)
-	if n := len(fake.MessagesWithVariable(mailer.VarObject, ns+"/"+name)); n != 1 {
+	waitReason("first", infrav1.EmailAcceptedReason)
+	if n := len(fake.MessagesWithVariable(mailer.VarObject, ns+"/first")); n != 1 {
 		t.Errorf("%d emails, want 1", n)
+	}
+	if n := len(fake.MessagesWithVariable(mailer.VarObject, ns+"/owned")); n != 0 {
+		t.Errorf("%d emails for the MailgunCluster whose owner does not exist, want 0", n)
 	}
 	for _, line := range logs.ErrorLines() {
 		t.Errorf("the operator logged an error: %s", line)

@@ -260,10 +260,10 @@ func (r *MailgunClusterReconciler) reconcileDelete(s *scope) (ctrl.Result, error
 func (r *MailgunClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
 	log := ctrl.LoggerFrom(ctx)
 	scheme := mgr.GetScheme()
-	served, err := clusterAPIServed(mgr.GetRESTMapper())
-	if err != nil {
-		return err
-	}
+	// A discovery failure at start is no answer: wait as if Cluster API
+	// were missing (the waiter asks again within a second) rather than fail
+	// the operator over an apiserver hiccup.
+	served, lookupErr := clusterAPIServed(mgr.GetRESTMapper())
 	clusters := source.Kind[client.Object](mgr.GetCache(), &clusterv1.Cluster{},
 		handler.EnqueueRequestsFromMapFunc(util.ClusterToInfrastructureMapFunc(ctx,
 			infrav1.GroupVersion.WithKind("MailgunCluster"), mgr.GetClient(), &infrav1.MailgunCluster{})),
@@ -303,10 +303,15 @@ func (r *MailgunClusterReconciler) SetupWithManager(ctx context.Context, mgr ctr
 		return nil
 	}
 	return mgr.Add(&clusterAPIWaiter{
-		log:    mgr.GetLogger().WithName("cluster-api-waiter"),
-		mapper: mgr.GetRESTMapper(), controller: c, clusters: clusters, wake: wake,
+		log:           mgr.GetLogger().WithName("cluster-api-waiter"),
+		lookupErr:     lookupErr,
+		mapper:        mgr.GetRESTMapper(),
+		controller:    c,
+		clusters:      clusters,
+		wake:          wake,
 		served:        func() { r.clusterAPI.Store(true) },
-		firstInterval: time.Second, maxInterval: 30 * time.Second,
+		firstInterval: time.Second,
+		maxInterval:   30 * time.Second,
 	})
 }
 

@@ -21,6 +21,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -225,17 +226,22 @@ func TestOperatorHubLayout(t *testing.T) {
 	b := loadBundle(t)
 	version := b.CSV.Spec.Version.String()
 	files := bundle.Files{}
-	err := filepath.WalkDir(repoPath(t, "bundle"), func(path string, d os.DirEntry, err error) error {
+	fsys := os.DirFS(repoPath(t, "bundle"))
+	err := fs.WalkDir(fsys, ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		rel, _ := filepath.Rel(repoPath(t, "bundle"), path)
-		files[rel], err = os.ReadFile(path)
+		files[filepath.FromSlash(path)], err = fs.ReadFile(fsys, path)
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	dockerfile, err := os.ReadFile(repoPath(t, "bundle.Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files[filepath.Join("..", "bundle.Dockerfile")] = dockerfile
 	dir := t.TempDir()
 	if err := bundle.WriteOperatorHub(dir, files, pkg, version); err != nil {
 		t.Fatal(err)
@@ -245,6 +251,15 @@ func TestOperatorHubLayout(t *testing.T) {
 		t.Errorf("ci.yaml = %q, %v; want updateGraph: replaces-mode", ci, err)
 	}
 	versionDir := filepath.Join(dir, "operators", pkg, version)
+	// The repositories' pipelines build the image themselves.
+	if err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.Name() == "bundle.Dockerfile" {
+			t.Errorf("the layout holds %s", path)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
 	for _, sub := range []string{"manifests", "metadata", "tests/scorecard"} {
 		if _, err := os.Stat(filepath.Join(versionDir, sub)); err != nil {
 			t.Errorf("%s missing from the layout: %v", sub, err)
