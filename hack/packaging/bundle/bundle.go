@@ -436,6 +436,11 @@ func Write(dir string, files Files) error {
 			return err
 		}
 	}
+	return writeFiles(dir, files)
+}
+
+// writeFiles writes files under dir, making the directories they need.
+func writeFiles(dir string, files Files) error {
 	for _, name := range sortedKeys(files) {
 		path := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -503,15 +508,5 @@ func WriteOperatorHub(dir string, files Files, pkg, version string) error {
 	if err := os.RemoveAll(filepath.Join(dir, "operators", pkg, version)); err != nil {
 		return err
 	}
-	hub := OperatorHub(files, pkg, version)
-	for _, name := range sortedKeys(hub) {
-		path := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(path, hub[name], 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeFiles(dir, OperatorHub(files, pkg, version))
 }
