@@ -149,12 +149,8 @@ func (st sendSteps) do(ctx context.Context, d sendprotocol.Decision) *sendprotoc
 	case sendprotocol.OpVerify:
 		// A key, domain or region Mailgun refuses is reported before any
 		// send; transient lookup failures are left to the send itself.
-		err := st.r.Credentials.Verify(ctx, st.settings)
-		if err != nil {
-			switch mailer.AsSendError(err).Class {
-			case mailer.ClassUnauthorized, mailer.ClassForbidden, mailer.ClassDomainNotFound:
-				return sendprotocol.Failed(d.Op, err)
-			}
+		if err := st.r.Credentials.Verify(ctx, st.settings); mailer.RefusesSettings(err) {
+			return sendprotocol.Failed(d.Op, err)
 		}
 		return &sendprotocol.Answer{Op: d.Op}
 	case sendprotocol.OpClaim:

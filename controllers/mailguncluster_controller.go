@@ -157,9 +157,9 @@ func (r *MailgunClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	// Cluster watch brings us back), or it is gone while we are deleted. Nor
 	// is a missing Cluster API: the operator may be installed first.
 	cluster, err := util.GetOwnerCluster(ctx, r.Client, mc.ObjectMeta)
-	ownerMissing := apierrors.IsNotFound(err)
-	noClusterAPI := meta.IsNoMatchError(err) || !r.clusterAPI.Load()
-	if err != nil && !ownerMissing && !meta.IsNoMatchError(err) {
+	ownerMissing, noMatch := apierrors.IsNotFound(err), meta.IsNoMatchError(err)
+	noClusterAPI := noMatch || !r.clusterAPI.Load()
+	if err != nil && !ownerMissing && !noMatch {
 		return ctrl.Result{}, fmt.Errorf("getting owner Cluster: %w", err)
 	}
 	if cluster != nil {

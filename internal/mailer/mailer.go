@@ -284,6 +284,20 @@ func (e *SendError) Error() string {
 
 func (e *SendError) Unwrap() error { return e.Err }
 
+// RefusesSettings reports whether err is Mailgun's definite refusal of the
+// settings (key, domain or region: 401, 403, 404), as opposed to no error,
+// or Mailgun being unavailable.
+func RefusesSettings(err error) bool {
+	if err == nil {
+		return false
+	}
+	switch AsSendError(err).Class {
+	case ClassUnauthorized, ClassForbidden, ClassDomainNotFound:
+		return true
+	}
+	return false
+}
+
 // AsSendError returns the *SendError in err's chain, or one of class
 // ClassOutcomeUnknown wrapping err.
 func AsSendError(err error) *SendError {

@@ -55,7 +55,7 @@ func (c *credentials) Verify(ctx context.Context, s mailer.Settings) error {
 	c.mu.Unlock()
 
 	state, err := c.mailers.Client(s).CheckDomain(ctx)
-	definite := err == nil || refusesSettings(err)
+	definite := err == nil || mailer.RefusesSettings(err)
 
 	c.mu.Lock()
 	defer c.mu.Unlock()

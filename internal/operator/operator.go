@@ -476,7 +476,7 @@ func checkConfig(ctx context.Context, source *config.Source, creds *credentials)
 	// longer than a probe would.
 	ctx, cancel := context.WithTimeout(ctx, readinessMailgunTimeout)
 	defer cancel()
-	if err := creds.Verify(ctx, settings); err != nil && refusesSettings(err) {
+	if err := creds.Verify(ctx, settings); mailer.RefusesSettings(err) {
 		return err
 	}
 	return nil
@@ -485,16 +485,6 @@ func checkConfig(ctx context.Context, source *config.Source, creds *credentials)
 // readinessMailgunTimeout bounds the domain lookup of a readiness check,
 // under the 1s default timeout of a probe.
 const readinessMailgunTimeout = 900 * time.Millisecond
-
-// refusesSettings reports whether a Mailgun error is a definite refusal of
-// the settings, as opposed to Mailgun being unavailable.
-func refusesSettings(err error) bool {
-	switch mailer.AsSendError(err).Class {
-	case mailer.ClassUnauthorized, mailer.ClassForbidden, mailer.ClassDomainNotFound:
-		return true
-	}
-	return false
-}
 
 // metricsTLS hardens the metrics endpoint's TLS as the Cluster API and
 // kubebuilder scaffolds do: TLS 1.2 at least, and HTTP/1.1 only unless
