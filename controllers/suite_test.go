@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -166,29 +165,8 @@ func (h *harness) startManager(mutate ...func(*operator.Options)) (stop func()) 
 	for _, m := range mutate {
 		m(&o)
 	}
-	ctx, cancel := context.WithCancel(h.ctx)
-	mgr, err := operator.New(ctx, env.Config, o)
-	if err != nil {
-		cancel()
-		h.t.Fatalf("creating manager: %v", err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			h.t.Errorf("manager stopped with error: %v", err)
-		}
-	}()
-	stop = sync.OnceFunc(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			h.t.Errorf("manager did not stop within 30s")
-		}
-	})
+	stop = testenv.StartOperator(h.ctx, h.t, "controllers suite", env.Config, o)
 	h.stop = stop
-	h.t.Cleanup(stop)
 	return stop
 }
 

@@ -22,7 +22,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zapcore"
@@ -164,6 +166,11 @@ func StandInControlPlane(ctx context.Context, c client.Client, cluster *clusterv
 func RunOperator(ctx context.Context, t testing.TB, name string, cfg *rest.Config, settings map[string]string) *logbuf.Buffer {
 	t.Helper()
 	logs := &logbuf.Buffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s's operator logs:\n%s", name, logs.String())
+		}
+	})
 	o := operator.DefaultOptions()
 	o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0"
 	o.ConfigNamespace = ""
@@ -172,27 +179,38 @@ func RunOperator(ctx context.Context, t testing.TB, name string, cfg *rest.Confi
 	o.Getenv = func(k string) string { return settings[k] }
 	logger := zap.New(zap.WriteTo(logs), zap.UseDevMode(true), zap.Level(zapcore.Level(-1)))
 	o.Logger = &logger
+	StartOperator(ctx, t, name, cfg, o)
+	return logs
+}
+
+// StartOperator runs the operator with o against cfg in the test process
+// until the test ends or the returned stop is called (stop may be called
+// more than once); stop waits at most 30s for it to end.
+func StartOperator(ctx context.Context, t testing.TB, name string, cfg *rest.Config, o operator.Options) (stop func()) {
+	t.Helper()
 	mgrCtx, cancel := context.WithCancel(ctx)
 	mgr, err := operator.New(mgrCtx, cfg, o)
 	if err != nil {
 		cancel()
-		t.Fatalf("%s's operator: %v", name, err)
+		t.Fatalf("creating the operator (%s): %v", name, err)
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		if err := mgr.Start(mgrCtx); err != nil {
-			t.Errorf("%s's operator: %v", name, err)
+			t.Errorf("the operator (%s) stopped with error: %v", name, err)
 		}
 	}()
-	t.Cleanup(func() {
+	stop = sync.OnceFunc(func() {
 		cancel()
-		<-done
-		if t.Failed() {
-			t.Logf("%s's operator logs:\n%s", name, logs.String())
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Errorf("the operator (%s) did not stop within 30s", name)
 		}
 	})
-	return logs
+	t.Cleanup(stop)
+	return stop
 }
 
 // Settings are the operator's Mailgun settings for a Mailgun fake.
