@@ -137,6 +137,12 @@ type MailgunClusterReconciler struct {
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:namespace=system,groups="",resources=secrets;configmaps,verbs=get;list;watch
+// The operator creates the settings objects if missing, and takes the two
+// default-named ones over from an older release's installer
+// (internal/config.UserObjects). Kubernetes cannot limit create to names.
+// +kubebuilder:rbac:namespace=system,groups="",resources=secrets;configmaps,verbs=create
+// +kubebuilder:rbac:namespace=system,groups="",resources=secrets,resourceNames=capmg-mailgun-credentials,verbs=patch
+// +kubebuilder:rbac:namespace=system,groups="",resources=configmaps,resourceNames=capmg-mailgun-config,verbs=patch
 
 // Reconcile reads top-down: get the MailgunCluster, find its owner Cluster,
 // honour pausing, then either send the request email or handle deletion,

@@ -450,7 +450,7 @@ func TestMissingConfigurationRecoversWithoutRestart(t *testing.T) {
 		config.ConfigMapDomainKey: testDomain, config.ConfigMapRecipientKey: testRecipient,
 		config.ConfigMapAPIBaseKey: h.fake.APIBase(),
 	})
-	if err := h.c.Create(h.ctx, cm); err != nil {
+	if err := setSettings(h, cm); err != nil {
 		t.Fatalf("creating ConfigMap: %v", err)
 	}
 	h.waitForAccepted("unconfigured", 20*time.Second)
@@ -644,9 +644,24 @@ func createSecret(h *harness, key string) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: config.DefaultSecretName},
 		StringData: map[string]string{config.SecretAPIKeyKey: key},
 	}
-	if err := h.c.Create(h.ctx, s); err != nil {
+	if err := setSettings(h, s); err != nil {
 		h.t.Fatalf("creating Secret: %v", err)
 	}
+}
+
+// setSettings writes a settings object whole, as a user does with kubectl
+// apply: the operator may have created it (empty) when it started.
+func setSettings(h *harness, obj client.Object) error {
+	existing := obj.DeepCopyObject().(client.Object)
+	err := h.c.Get(h.ctx, client.ObjectKeyFromObject(obj), existing)
+	if apierrors.IsNotFound(err) {
+		return h.c.Create(h.ctx, obj)
+	}
+	if err != nil {
+		return err
+	}
+	obj.SetResourceVersion(existing.GetResourceVersion())
+	return h.c.Update(h.ctx, obj)
 }
 
 func newConfigMap(ns string, data map[string]string) *corev1.ConfigMap {

@@ -113,7 +113,7 @@ func TestSettingsChangeKeepsTheFilters(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: config.DefaultConfigMapName},
 		Data:       map[string]string{config.ConfigMapRecipientKey: testRecipient},
 	}
-	if err := h.c.Create(h.ctx, cm); err != nil {
+	if err := setSettings(h, cm); err != nil {
 		t.Fatal(err)
 	}
 	h.consistently(2*time.Second, "no email for the filtered-out objects", func() (bool, string) {

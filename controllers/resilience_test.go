@@ -258,7 +258,7 @@ func TestBinaryReportsMissingConfiguration(t *testing.T) {
 		config.ConfigMapDomainKey: testDomain, config.ConfigMapRecipientKey: testRecipient,
 		config.ConfigMapAPIBaseKey: h.fake.APIBase(),
 	})
-	if err := h.c.Create(h.ctx, cm); err != nil {
+	if err := setSettings(h, cm); err != nil {
 		t.Fatalf("creating ConfigMap: %v", err)
 	}
 	h.eventually(30*time.Second, "/readyz to pass", func() (bool, string) {

@@ -56,8 +56,9 @@ const (
 	ConfigMapAPIBaseKey   = "mailgun_api_base"
 )
 
-// Default names of the Secret and ConfigMap, as shipped in config/ and the
-// OLM bundle.
+// Default names of the Secret and ConfigMap. No installer ships them: the
+// operator creates them if missing (UserObjects), so that they are the
+// user's and survive upgrades.
 const (
 	DefaultSecretName    = "capmg-mailgun-credentials" //nolint:gosec // G101: the name of a Secret object, not a credential
 	DefaultConfigMapName = "capmg-mailgun-config"

@@ -340,6 +340,23 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 	if err := addHealthChecks(mgr, source, creds); err != nil {
 		return nil, err
 	}
+	if o.ConfigNamespace != "" {
+		starter := &userObjectsStarter{
+			objects: config.UserObjects{
+				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
+				Namespace: o.ConfigNamespace, SecretName: o.SecretName, ConfigMapName: o.ConfigMapName,
+			},
+			log:           mgr.GetLogger().WithName("mailgun-settings-objects"),
+			firstInterval: time.Second,
+			maxInterval:   30 * time.Second,
+		}
+		if err := mgr.Add(starter); err != nil {
+			return nil, fmt.Errorf("adding the settings objects starter: %w", err)
+		}
+		if err := mgr.AddReadyzCheck(UserObjectsCheckName, starter.Check); err != nil {
+			return nil, fmt.Errorf("adding readiness check: %w", err)
+		}
+	}
 	return mgr, nil
 }
 
