@@ -20,6 +20,7 @@ limitations under the License.
 package clusterctl_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"os"
@@ -32,6 +33,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	clusterctlclient "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,6 +41,7 @@ import (
 
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/hack/packaging/bundle"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/hack/packaging/manifests"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/testenv"
 )
 
@@ -51,6 +54,49 @@ func root(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// components are the infrastructure components with clusterctl's
+// variables resolved from values.
+func components(t *testing.T, values map[string]string) []*unstructured.Unstructured {
+	t.Helper()
+	raw, err := manifests.Kustomize(filepath.Join(root(t), "config", "clusterctl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved, err := yamlprocessor.NewSimpleProcessor().Process(raw, func(name string) (string, error) {
+		if v, ok := values[name]; ok {
+			return v, nil
+		}
+		return "", errors.New("not set")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decode(t, resolved)
+}
+
+// installAsClusterctlInit creates objs as `clusterctl init` does: the
+// Namespace first, clusterctl's label on every object.
+func installAsClusterctlInit(ctx context.Context, t *testing.T, c client.Client, objs []*unstructured.Unstructured) {
+	t.Helper()
+	first := func(u *unstructured.Unstructured) int {
+		if u.GetKind() == "Namespace" {
+			return 0
+		}
+		return 1
+	}
+	objs = slices.Clone(objs)
+	slices.SortStableFunc(objs, func(a, b *unstructured.Unstructured) int { return cmp.Compare(first(a), first(b)) })
+	for _, obj := range objs {
+		obj = obj.DeepCopy()
+		labels := obj.GetLabels()
+		labels[clusterctlv1.ClusterctlLabel] = ""
+		obj.SetLabels(labels)
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatalf("installing %s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+	}
 }
 
 func decode(t *testing.T, b []byte) []*unstructured.Unstructured {
@@ -115,17 +161,8 @@ func TestInfrastructureComponents(t *testing.T) {
 	if !slices.Equal(vars, want) {
 		t.Errorf("variables = %v, want %v", vars, want)
 	}
-	values := map[string]string{"MAILGUN_API_KEY": "key-123", "MAILGUN_DOMAIN": "mg.example.com", "MAIL_RECIPIENT": "ops@example.com"}
-	resolved, err := p.Process(raw, func(name string) (string, error) {
-		if v, ok := values[name]; ok {
-			return v, nil
-		}
-		return "", errors.New("not set")
-	})
-	if err != nil {
-		t.Fatalf("resolving variables (MAILGUN_API_BASE has a default): %v", err)
-	}
-	objs := decode(t, resolved)
+	// MAILGUN_API_BASE is left unset: it has a default.
+	objs := components(t, map[string]string{"MAILGUN_API_KEY": "key-123", "MAILGUN_DOMAIN": "mg.example.com", "MAIL_RECIPIENT": "ops@example.com"})
 
 	namespaces := 0
 	for _, obj := range objs {
@@ -144,12 +181,18 @@ func TestInfrastructureComponents(t *testing.T) {
 		case "Secret":
 			s := &corev1.Secret{}
 			mustConvert(t, obj, s)
+			if s.Name != config.InitialSecretName {
+				t.Errorf("components ship Secret %s; only the initial settings %s, which clusterctl may reset", s.Name, config.InitialSecretName)
+			}
 			if s.StringData["api_key"] != "key-123" {
 				t.Errorf("Secret api_key = %q, want the variable's value", s.StringData["api_key"])
 			}
 		case "ConfigMap":
 			cm := &corev1.ConfigMap{}
 			mustConvert(t, obj, cm)
+			if cm.Name != config.InitialConfigMapName {
+				t.Errorf("components ship ConfigMap %s; only the initial settings %s, which clusterctl may reset", cm.Name, config.InitialConfigMapName)
+			}
 			if cm.Data["mailgun_domain"] != "mg.example.com" || cm.Data["mailgun_api_base"] != "https://api.mailgun.net/v3" {
 				t.Errorf("ConfigMap data = %v", cm.Data)
 			}

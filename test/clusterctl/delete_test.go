@@ -17,22 +17,15 @@ limitations under the License.
 package clusterctl_test
 
 import (
-	"cmp"
 	"context"
-	"errors"
-	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	clusterctlclient "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
-	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/hack/packaging/manifests"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/testenv"
 )
 
@@ -41,27 +34,16 @@ import (
 // object, the provider in the inventory) and runs `clusterctl delete
 // --infrastructure mailgun` (the code of the command, v1.14.2): of the
 // provider, only its Namespace and CRDs are left, which clusterctl keeps
-// unless told --include-namespace or --include-crd.
+// unless told --include-namespace or --include-crd, and the user's settings
+// objects, which the operator created without clusterctl's labels.
 func TestDeleteLeavesOnlyWhatClusterctlKeeps(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane: run by make test, not make test-unit")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	raw, err := manifests.Kustomize(filepath.Join(root(t), "config", "clusterctl"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	values := map[string]string{"MAILGUN_API_KEY": "key-123", "MAILGUN_DOMAIN": "mg.example.com", "MAIL_RECIPIENT": "ops@example.com"}
-	resolved, err := yamlprocessor.NewSimpleProcessor().Process(raw, func(name string) (string, error) {
-		if v, ok := values[name]; ok {
-			return v, nil
-		}
-		return "", errors.New("not set")
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	objs := components(t, values)
 	env, err := testenv.StartWith(testenv.Options{WithoutProviderCRDs: true})
 	if err != nil {
 		t.Fatal(err)
@@ -71,26 +53,11 @@ func TestDeleteLeavesOnlyWhatClusterctlKeeps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs := decode(t, resolved)
-	// The Namespace first, as clusterctl creates it.
-	first := func(u *unstructured.Unstructured) int {
-		if u.GetKind() == "Namespace" {
-			return 0
-		}
-		return 1
-	}
-	slices.SortStableFunc(objs, func(a, b *unstructured.Unstructured) int { return cmp.Compare(first(a), first(b)) })
-	for _, obj := range objs {
-		labels := obj.GetLabels()
-		labels[clusterctlv1.ClusterctlLabel] = ""
-		obj.SetLabels(labels)
-		if err := env.Client.Create(ctx, obj); err != nil {
-			t.Fatalf("installing %s %s: %v", obj.GetKind(), obj.GetName(), err)
-		}
-	}
+	installAsClusterctlInit(ctx, t, env.Client, objs)
 	if err := testenv.PrepareForClusterctl(ctx, kubeconfig, testenv.CoreProvider(), testenv.InfrastructureProvider()); err != nil {
 		t.Fatal(err)
 	}
+	settings := ensureUserObjects(ctx, t, env.Client)
 
 	cc, err := clusterctlclient.New(ctx, "")
 	if err != nil {
@@ -113,6 +80,11 @@ func TestDeleteLeavesOnlyWhatClusterctlKeeps(t *testing.T) {
 			t.Errorf("%s %s should be kept by clusterctl delete: %v", obj.GetKind(), obj.GetName(), err)
 		case !keep && !apierrors.IsNotFound(err):
 			t.Errorf("%s %s is left after clusterctl delete (%v)", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	for _, obj := range settings {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			t.Errorf("the user's settings %T %s should be kept by clusterctl delete: %v", obj, obj.GetName(), err)
 		}
 	}
 }

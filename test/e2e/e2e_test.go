@@ -35,6 +35,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -342,19 +343,6 @@ func (s *suite) subscribe() {
 		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}})
 	s.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: userNS}})
 	s.create(&operatorsv1.OperatorGroup{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: "capmg"}})
-	// The settings live in objects of the user's own, named in the
-	// Subscription (docs/install-olm.md): OLM resets the shipped ones.
-	s.create(&corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: "my-mailgun-credentials"},
-		StringData: map[string]string{config.SecretAPIKeyKey: mgAPIKey},
-	})
-	s.create(&corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: "my-mailgun-config"},
-		Data: map[string]string{
-			config.ConfigMapDomainKey: mgDomain, config.ConfigMapRecipientKey: mgRecipient,
-			config.ConfigMapAPIBaseKey: s.fake.APIBase(),
-		},
-	})
 	// The fake's CA, which a cluster behind a TLS-inspecting proxy would
 	// hand the operator the same way.
 	s.create(&corev1.ConfigMap{
@@ -368,8 +356,6 @@ func (s *suite) subscribe() {
 			Package: pkg, Channel: "stable", InstallPlanApproval: v1alpha1.ApprovalAutomatic,
 			Config: &v1alpha1.SubscriptionConfig{
 				Env: []corev1.EnvVar{
-					{Name: operator.EnvSecretName, Value: "my-mailgun-credentials"},
-					{Name: operator.EnvConfigMapName, Value: "my-mailgun-config"},
 					{Name: "SSL_CERT_FILE", Value: "/etc/mailgun-ca/ca.crt"},
 				},
 				Volumes: []corev1.Volume{{Name: "mailgun-ca", VolumeSource: corev1.VolumeSource{
@@ -405,8 +391,6 @@ func (s *suite) subscribe() {
 	for _, obj := range []client.Object{
 		&apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "mailgunclusters.infrastructure.cluster.x-k8s.io"}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: deployment}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: config.DefaultSecretName}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: config.DefaultConfigMapName}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: "capmg-controller-manager-metrics-service"}},
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "capmg-mailguncluster-editor-role"}},
 	} {
@@ -414,6 +398,7 @@ func (s *suite) subscribe() {
 			s.t.Errorf("%T %s not installed: %v", obj, client.ObjectKeyFromObject(obj), err)
 		}
 	}
+	s.configure()
 
 	// The pod runs as the restricted profile demands: the namespace enforces
 	// it, and the pod says so itself.
@@ -424,6 +409,70 @@ func (s *suite) subscribe() {
 		s.t.Errorf("operator pod is not non-root with a read-only root filesystem: %+v %+v", psc, c.SecurityContext)
 	}
 	s.t.Logf("operator pod %s runs image %s", pod.Name, c.Image)
+}
+
+// configure gives the operator its Mailgun settings the way
+// docs/install-olm.md says: by patching the Secret and ConfigMap the
+// operator created (the bundle ships neither, so OLM never resets them).
+// The operator is Ready only once they exist, so they do by now.
+func (s *suite) configure() {
+	for _, obj := range []client.Object{s.settingsSecret(), s.settingsConfigMap()} {
+		if desc := obj.GetAnnotations()["kubernetes.io/description"]; desc != config.UserObjectDescription {
+			s.t.Errorf("%T %s: description %q, want the operator's", obj, obj.GetName(), desc)
+		}
+		if refs := obj.GetOwnerReferences(); len(refs) != 0 {
+			s.t.Errorf("%T %s is owned by %+v; the user's settings must have no owner", obj, obj.GetName(), refs)
+		}
+	}
+	s.mergePatch(&corev1.Secret{}, config.DefaultSecretName, map[string]any{"stringData": map[string]string{config.SecretAPIKeyKey: mgAPIKey}})
+	s.mergePatch(&corev1.ConfigMap{}, config.DefaultConfigMapName, map[string]any{"data": map[string]string{
+		config.ConfigMapDomainKey: mgDomain, config.ConfigMapRecipientKey: mgRecipient, config.ConfigMapAPIBaseKey: s.fake.APIBase(),
+	}})
+}
+
+// settingsSecret and settingsConfigMap read the operator's settings objects.
+func (s *suite) settingsSecret() *corev1.Secret {
+	obj := &corev1.Secret{}
+	s.get(types.NamespacedName{Namespace: operatorNS, Name: config.DefaultSecretName}, obj)
+	return obj
+}
+
+func (s *suite) settingsConfigMap() *corev1.ConfigMap {
+	obj := &corev1.ConfigMap{}
+	s.get(types.NamespacedName{Namespace: operatorNS, Name: config.DefaultConfigMapName}, obj)
+	return obj
+}
+
+// checkSettingsIntact fails unless both settings objects still hold what
+// configure wrote and no installer owns them.
+func (s *suite) checkSettingsIntact(when string) {
+	secret, cm := s.settingsSecret(), s.settingsConfigMap()
+	if got := string(secret.Data[config.SecretAPIKeyKey]); got != mgAPIKey {
+		s.t.Errorf("%s, the API key in the Secret is %d bytes, not the one given", when, len(got))
+	}
+	if cm.Data[config.ConfigMapDomainKey] != mgDomain || cm.Data[config.ConfigMapRecipientKey] != mgRecipient ||
+		cm.Data[config.ConfigMapAPIBaseKey] != s.fake.APIBase() {
+		s.t.Errorf("%s, the ConfigMap holds %v, not the settings given", when, cm.Data)
+	}
+	for _, obj := range []client.Object{secret, cm} {
+		if len(obj.GetOwnerReferences()) != 0 || obj.GetLabels()["olm.managed"] != "" {
+			s.t.Errorf("%s, %T %s still carries installer marks: owners %+v, labels %v", when, obj, obj.GetName(),
+				obj.GetOwnerReferences(), obj.GetLabels())
+		}
+	}
+}
+
+func (s *suite) mergePatch(obj client.Object, name string, patch map[string]any) {
+	s.t.Helper()
+	b, err := json.Marshal(patch)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	obj.SetNamespace(operatorNS)
+	obj.SetName(name)
+	if err := s.c.Patch(s.ctx, obj, client.RawPatch(types.MergePatchType, b)); err != nil {
+		s.t.Fatalf("patching %T %s: %v", obj, name, err)
+	}
 }
 
 // requestCluster applies the sample Cluster and MailgunCluster and checks
@@ -511,6 +560,10 @@ func (s *suite) checkPermissions() {
 		{authorizationv1.ResourceAttributes{Group: infrav1.GroupVersion.Group, Resource: "mailgunclusters", Verb: "list"}, true},
 		{authorizationv1.ResourceAttributes{Group: infrav1.GroupVersion.Group, Resource: "mailgunclusters", Subresource: "status", Verb: "patch", Namespace: userNS}, true},
 		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "watch", Namespace: operatorNS}, true},
+		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "create", Namespace: operatorNS}, true},
+		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "patch", Namespace: operatorNS, Name: config.DefaultSecretName}, true},
+		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "patch", Namespace: operatorNS, Name: "mailgun-ca"}, false},
+		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "update", Namespace: operatorNS, Name: config.DefaultSecretName}, false},
 		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get", Namespace: userNS}, false},
 		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "list"}, false},
 		{authorizationv1.ResourceAttributes{Group: "cluster.x-k8s.io", Resource: "clusters", Verb: "update", Namespace: userNS}, false},
@@ -530,8 +583,10 @@ func (s *suite) checkPermissions() {
 
 // upgrade points the CatalogSource at the catalog image that adds 0.1.1
 // (replacing 0.1.0) and checks that OLM upgrades the operator, which keeps
-// working without resending.
+// working without resending, and that the user's settings survive it,
+// also when they came from an older bundle that shipped them.
 func (s *suite) upgrade() {
+	s.markAsShippedByTheBundle()
 	cat := &v1alpha1.CatalogSource{}
 	s.get(types.NamespacedName{Namespace: olmNS, Name: catalogName}, cat)
 	cat.Spec.Image = s.cfg.catalogV2
@@ -548,6 +603,15 @@ func (s *suite) upgrade() {
 		return pod.Spec.Containers[0].Image == s.cfg.operatorV2, "image " + pod.Spec.Containers[0].Image
 	})
 
+	// Once 0.1.1 succeeded, OLM deletes the 0.1.0 CSV, and the garbage
+	// collector what that CSV still owned: the settings objects must be
+	// owned by nobody by then.
+	s.waitFor(time.Minute, "the 0.1.0 CSV to be deleted", func() (bool, string) {
+		err := s.c.Get(s.ctx, types.NamespacedName{Namespace: operatorNS, Name: pkg + ".v0.1.0"}, &v1alpha1.ClusterServiceVersion{})
+		return apierrors.IsNotFound(err), fmt.Sprintf("%v", err)
+	})
+	s.checkSettingsIntact("after the upgrade")
+
 	mc := s.applySample(userNS, "second")
 	s.waitForEmail(mc)
 	first := &infrav1.MailgunCluster{}
@@ -560,6 +624,37 @@ func (s *suite) upgrade() {
 	}
 	if n := len(s.fake.Messages()); n != 2 {
 		s.t.Errorf("%d emails in total, want 2", n)
+	}
+}
+
+// markAsShippedByTheBundle gives the settings objects the owner
+// references and labels OLM gives the objects a bundle ships (read off
+// the bundle's metrics Service), as an install of a release whose bundle
+// still shipped them has. The next version's operator must take them over
+// before OLM deletes the old CSV, or they go with it.
+func (s *suite) markAsShippedByTheBundle() {
+	svc := &corev1.Service{}
+	s.get(types.NamespacedName{Namespace: operatorNS, Name: "capmg-controller-manager-metrics-service"}, svc)
+	var refs []metav1.OwnerReference
+	for _, ref := range svc.OwnerReferences {
+		if ref.Kind == v1alpha1.ClusterServiceVersionKind {
+			refs = append(refs, ref)
+		}
+	}
+	if len(refs) == 0 {
+		s.t.Fatalf("the bundle's metrics Service has no owner reference to a CSV (%+v): OLM marks shipped objects some other way", svc.OwnerReferences)
+	}
+	labels := map[string]string{}
+	for k, v := range svc.Labels {
+		if strings.HasPrefix(k, "olm.") || strings.HasPrefix(k, "operators.coreos.com/") {
+			labels[k] = v
+		}
+	}
+	s.t.Logf("marking the settings objects as OLM marks shipped objects: owners %+v, labels %v", refs, labels)
+	for _, obj := range []client.Object{s.settingsSecret(), s.settingsConfigMap()} {
+		obj.SetOwnerReferences(refs)
+		obj.SetLabels(labels)
+		s.update(obj)
 	}
 }
 
@@ -660,7 +755,7 @@ func (s *suite) moveAndDelete() {
 
 // uninstall deletes the Subscription and the CSV, as docs/install-olm.md
 // says, and checks what is left: no operator, the CRDs and the
-// MailgunClusters, and the user's own settings.
+// MailgunClusters, and the user's settings.
 func (s *suite) uninstall() {
 	sub := &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: pkg}}
 	if err := s.c.Delete(s.ctx, sub); err != nil {
@@ -682,8 +777,6 @@ func (s *suite) uninstall() {
 	for _, obj := range []client.Object{
 		&apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "mailgunclusters.infrastructure.cluster.x-k8s.io"}},
 		&infrav1.MailgunCluster{ObjectMeta: metav1.ObjectMeta{Namespace: userNS, Name: "first"}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: "my-mailgun-credentials"}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: "my-mailgun-config"}},
 		// OLM v0 does not garbage-collect the namespaced RBAC that the
 		// bundle ships as plain objects; the docs say to delete it.
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: "capmg-manager-role"}},
@@ -695,13 +788,11 @@ func (s *suite) uninstall() {
 			s.t.Errorf("%T %s should remain after uninstall: %v", obj, client.ObjectKeyFromObject(obj), err)
 		}
 	}
-	// What goes with the CSV: the shipped settings objects, the operator's
-	// ServiceAccount and its metrics Service.
+	// What goes with the CSV: the operator's ServiceAccount and its
+	// metrics Service.
 	s.waitFor(time.Minute, "the bundle's own objects to be garbage collected", func() (bool, string) {
 		var left []string
 		for _, obj := range []client.Object{
-			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: config.DefaultSecretName}},
-			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: config.DefaultConfigMapName}},
 			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: deployment}},
 			&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: "capmg-controller-manager-metrics-service"}},
 		} {
@@ -711,6 +802,8 @@ func (s *suite) uninstall() {
 		}
 		return len(left) == 0, strings.Join(left, ", ")
 	})
+	// The user's settings stay, as they were.
+	s.checkSettingsIntact("after uninstalling")
 	// The MailgunClusters keep their finalizer with no operator to remove
 	// it; the docs say to delete them before uninstalling. Release them here
 	// so that the node's teardown is not held up.

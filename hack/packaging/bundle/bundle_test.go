@@ -45,6 +45,7 @@ import (
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/hack/packaging/bundle"
 	render "github.com/capi-mailgun/cluster-api-provider-mailgun/hack/packaging/manifests"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/testenv"
 )
 
@@ -301,7 +302,7 @@ func TestCSVContent(t *testing.T) {
 		len(spec.Maintainers) == 0 || spec.Provider.Name == "" || len(spec.Links) == 0 || spec.Maturity == "" || spec.MinKubeVersion == "" {
 		t.Errorf("CSV lacks display metadata: %+v", spec)
 	}
-	if !strings.Contains(spec.Description, "capmg-mailgun-credentials") || !strings.Contains(spec.Description, "MAILGUN_SECRET_NAME") {
+	if !strings.Contains(spec.Description, "capmg-mailgun-credentials") || !strings.Contains(spec.Description, "upgrades") {
 		t.Errorf("the description should say how to configure Mailgun after install and across upgrades")
 	}
 	if len(spec.CustomResourceDefinitions.Required) != 0 {
@@ -365,25 +366,30 @@ func TestCSVContent(t *testing.T) {
 	}
 }
 
-func TestShippedMailgunSettingsAreEmptyPlaceholders(t *testing.T) {
+// TestNoInstallerShipsTheSettingsObjects: what an installer ships it
+// re-applies (OLM v0 on every install plan, OLM v1 by drift correction,
+// kubectl apply of `make deploy` again), so the user's Secret and ConfigMap
+// must not be among it; the operator creates them (config.UserObjects).
+// The bundle carries no settings objects at all, and no values.
+func TestNoInstallerShipsTheSettingsObjects(t *testing.T) {
 	b := loadBundle(t)
-	found := map[string]bool{}
 	for _, obj := range b.Objects {
-		switch obj.GetKind() {
-		case "Secret", "ConfigMap":
-			found[obj.GetKind()] = true
-			for _, field := range []string{"data", "stringData"} {
-				values, _ := obj.Object[field].(map[string]any)
-				for k, v := range values {
-					if s, _ := v.(string); s != "" {
-						t.Errorf("%s %s ships a value for %s; the bundle must not carry settings or keys", obj.GetKind(), obj.GetName(), k)
-					}
-				}
-			}
+		if kind := obj.GetKind(); kind == "Secret" || kind == "ConfigMap" {
+			t.Errorf("the bundle ships %s %s; OLM would reset or garbage-collect it", kind, obj.GetName())
 		}
 	}
-	if !found["Secret"] || !found["ConfigMap"] {
-		t.Errorf("the bundle should set up the Mailgun Secret and ConfigMap; found %v", found)
+	raw, err := render.Kustomize(repoPath(t, "config", "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := render.Decode(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range objs {
+		if name := obj.GetName(); name == config.DefaultSecretName || name == config.DefaultConfigMapName {
+			t.Errorf("make deploy ships %s %s; applying it again would reset the user's settings", obj.GetKind(), name)
+		}
 	}
 }
 
