@@ -27,19 +27,29 @@ import (
 )
 
 // credentials checks the Mailgun key, domain and region with a domain
-// lookup, at most once per ttl for the same settings, and logs when the
-// verdict changes. Only definite answers are cached; a transient failure
-// (timeout, 5xx) is retried on the next call.
+// lookup, at most once per ttl for the same settings (the operator-wide
+// ones and each MailgunClusterIdentity's are cached apart, so that they do
+// not evict each other), and logs when a verdict changes. Only definite
+// answers are cached; a transient failure (timeout, 5xx) is retried on the
+// next call.
 type credentials struct {
 	mailers *mailer.Pool
 	ttl     time.Duration
 	log     logr.Logger
 
-	mu        sync.Mutex
-	key       string
+	mu sync.Mutex
+	// checks holds the last verdict per settings fingerprint; entries
+	// older than ttl are dropped when a new one is added, which bounds it
+	// by the number of settings in use within a ttl.
+	checks map[string]*check
+}
+
+type check struct {
 	checkedAt time.Time
-	err       error
-	lastLog   string
+	// definite is set once Mailgun gave a definite answer, err.
+	definite bool
+	err      error
+	lastLog  string
 }
 
 // Verify returns nil if Mailgun accepts the key and knows the domain, else
@@ -47,8 +57,8 @@ type credentials struct {
 func (c *credentials) Verify(ctx context.Context, s mailer.Settings) error {
 	key := s.Fingerprint()
 	c.mu.Lock()
-	if key == c.key && time.Since(c.checkedAt) < c.ttl {
-		err := c.err
+	if e := c.checks[key]; e != nil && e.definite && time.Since(e.checkedAt) < c.ttl {
+		err := e.err
 		c.mu.Unlock()
 		return err
 	}
@@ -59,20 +69,21 @@ func (c *credentials) Verify(ctx context.Context, s mailer.Settings) error {
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	e := c.entry(key)
 	if definite {
-		c.key, c.checkedAt, c.err = key, time.Now(), err
+		e.checkedAt, e.definite, e.err = time.Now(), true, err
 	}
 	verdict := "ok:" + state
 	if err != nil {
 		verdict = err.Error()
 	}
-	if verdict != c.lastLog {
-		c.lastLog = verdict
+	if verdict != e.lastLog {
+		e.lastLog = verdict
 		switch {
 		case err != nil && definite:
 			c.log.Info("Mailgun refused the settings in a domain lookup", "settings", s.String(), "error", err.Error())
 		case err != nil:
-			c.log.Info("Could not check the key and domain with Mailgun: Mailgun did not answer; checking again later", "error", err.Error())
+			c.log.Info("Could not check the key and domain with Mailgun: Mailgun did not answer; checking again later", "domain", s.Domain, "error", err.Error())
 		case state != "active":
 			c.log.Info("Mailgun knows the domain but it is not active; emails may not be delivered", "domain", s.Domain, "state", state)
 		default:
@@ -80,4 +91,23 @@ func (c *credentials) Verify(ctx context.Context, s mailer.Settings) error {
 		}
 	}
 	return err
+}
+
+// entry returns the cache entry for key, adding it (and dropping expired
+// ones) if missing. c.mu must be held.
+func (c *credentials) entry(key string) *check {
+	if e := c.checks[key]; e != nil {
+		return e
+	}
+	if c.checks == nil {
+		c.checks = map[string]*check{}
+	}
+	for k, e := range c.checks {
+		if time.Since(e.checkedAt) >= c.ttl {
+			delete(c.checks, k)
+		}
+	}
+	e := &check{}
+	c.checks[key] = e
+	return e
 }
