@@ -209,12 +209,12 @@ catalog-push: ## Push the catalog image.
 RELEASE_DIR ?= out
 
 .PHONY: release-manifests
-release-manifests: manifests $(KUSTOMIZE) ## Write clusterctl's provider artifacts to out/: infrastructure-components.yaml, metadata.yaml, cluster-template.yaml.
+release-manifests: manifests $(KUSTOMIZE) ## Write clusterctl's provider artifacts to out/: infrastructure-components.yaml, metadata.yaml, cluster-template*.yaml (flavors).
 	mkdir -p $(RELEASE_DIR)
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
 	$(KUSTOMIZE) build config/clusterctl > $(RELEASE_DIR)/infrastructure-components.yaml
 	cd config/manager && $(KUSTOMIZE) edit set image controller=controller:latest
-	cp metadata.yaml templates/cluster-template.yaml $(RELEASE_DIR)/
+	cp metadata.yaml templates/cluster-template*.yaml $(RELEASE_DIR)/
 
 ##@ Deployment
 

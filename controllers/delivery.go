@@ -18,6 +18,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -82,9 +83,9 @@ func (r *MailgunClusterReconciler) trackDelivery(ctx context.Context, mc *infrav
 	mem.nextDeliveryPoll = time.Now().Add(next)
 	r.memory.store(mc, mem)
 
-	settings, err := r.Config.Load(ctx)
-	if err == nil {
-		err = r.Config.Check(settings)
+	settings, unusable, err := r.Settings.For(ctx, mc.Namespace, mc.Spec.IdentityRef)
+	if err == nil && unusable != nil {
+		err = errors.New(unusable.Message)
 	}
 	if err != nil {
 		// Without settings we cannot look; the configuration watch or the

@@ -60,13 +60,20 @@ func (r *MailgunClusterReconciler) reconcileNormal(ctx context.Context, s *scope
 		return r.trackDelivery(ctx, mc, id)
 	}
 
-	settings, err := r.Config.Load(ctx)
+	settings, unusable, err := r.Settings.For(ctx, mc.Namespace, mc.Spec.IdentityRef)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("loading Mailgun settings: %w", err)
 	}
-	if err := r.Config.Check(settings); err != nil {
-		log.Info("Mailgun is not configured; waiting for the configuration to change", "problems", err.Error())
-		setEmailSent(mc, metav1.ConditionFalse, infrav1.MailgunNotConfiguredReason, err.Error())
+	if unusable != nil {
+		// The watches on the settings objects, identities and namespaces
+		// bring us back.
+		log.Info("Not sending: the Mailgun settings are not usable; waiting for them to change", "reason", unusable.Reason, "problems", unusable.Message)
+		setEmailSent(mc, metav1.ConditionFalse, unusable.Reason, unusable.Message)
+		return ctrl.Result{}, nil
+	}
+	if msg := sendDomainChanged(mc, settings.Domain, r.memory.load(mc).unsentClaim); msg != "" {
+		log.Info("Not sending: "+msg, "reason", infrav1.SettingsChangedDuringSendReason)
+		setEmailSent(mc, metav1.ConditionFalse, infrav1.SettingsChangedDuringSendReason, msg)
 		return ctrl.Result{}, nil
 	}
 	if resend != "" {
@@ -154,7 +161,7 @@ func (st sendSteps) do(ctx context.Context, d sendprotocol.Decision) *sendprotoc
 		}
 		return &sendprotocol.Answer{Op: d.Op}
 	case sendprotocol.OpClaim:
-		if err := st.s.recordAttempt(ctx, messageID, d.Claim); err != nil {
+		if err := st.s.recordAttempt(ctx, messageID, d.Claim, st.settings.Domain); err != nil {
 			if !apierrors.IsConflict(err) {
 				// The write may have landed although we got no answer; we
 				// know nothing was sent under it.
@@ -254,6 +261,7 @@ func (r *MailgunClusterReconciler) apply(ctx context.Context, mc *infrav1.Mailgu
 		mem.unsentClaim = mc.Annotations[infrav1.SendAttemptedAtAnnotation]
 		r.memory.store(mc, mem)
 		delete(mc.Annotations, infrav1.SendAttemptedAtAnnotation)
+		delete(mc.Annotations, infrav1.SendDomainAnnotation)
 	}
 	if d.Accept != "" {
 		log.Info("Mailgun accepted the request email", "messageID", d.Accept)
@@ -377,6 +385,7 @@ func withNewRequest(mc *infrav1.MailgunCluster, domain string) {
 	ann[infrav1.SentForAnnotation] = sentFor(mc)
 	delete(ann, infrav1.AcceptedMessageIDAnnotation)
 	delete(ann, infrav1.SendAttemptedAtAnnotation)
+	delete(ann, infrav1.SendDomainAnnotation)
 }
 
 // markAccepted records an accepted email on the object, to be persisted by
@@ -389,6 +398,7 @@ func markAccepted(mc *infrav1.MailgunCluster, id string) {
 	// Adopts records written before the sent-for binding existed.
 	mc.Annotations[infrav1.SentForAnnotation] = sentFor(mc)
 	delete(mc.Annotations, infrav1.SendAttemptedAtAnnotation)
+	delete(mc.Annotations, infrav1.SendDomainAnnotation)
 	mc.Status.MessageID = id
 	mc.Status.Initialization.Provisioned = ptr.To(true)
 	setEmailSent(mc, metav1.ConditionTrue, infrav1.EmailAcceptedReason, fmt.Sprintf("Mailgun accepted the request email, message ID %s", id))

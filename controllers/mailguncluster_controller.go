@@ -50,6 +50,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/metrics"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/sendprotocol"
@@ -68,10 +69,11 @@ type CredentialsVerifier interface {
 	Verify(ctx context.Context, settings mailer.Settings) error
 }
 
-// ConfigSource provides the Mailgun settings; *config.Source implements it.
-type ConfigSource interface {
-	Load(ctx context.Context) (mailer.Settings, error)
-	Check(settings mailer.Settings) error
+// SettingsSource gives the Mailgun settings a MailgunCluster sends with:
+// its MailgunClusterIdentity's, or the operator-wide ones, or what the user
+// must fix first; config.Settings implements it.
+type SettingsSource interface {
+	For(ctx context.Context, namespace string, ref *infrav1.MailgunClusterIdentityReference) (mailer.Settings, *config.Unusable, error)
 }
 
 // Lease reports until when this replica holds its leader election lease
@@ -81,8 +83,9 @@ type Lease interface {
 	Held() (until time.Time, err error)
 }
 
-// ConfigObjects names the Secret and ConfigMap holding the Mailgun settings,
-// so that changes to them trigger a reconcile of every MailgunCluster.
+// ConfigObjects names the Secret and ConfigMap holding the operator-wide
+// Mailgun settings, so that changes to them trigger a reconcile of every
+// MailgunCluster. The namespace holds the identities' Secrets too.
 type ConfigObjects struct {
 	Namespace     string
 	SecretName    string
@@ -93,7 +96,7 @@ type ConfigObjects struct {
 type MailgunClusterReconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
-	Config   ConfigSource
+	Settings SettingsSource
 	// ConfigObjects are watched; zero value watches nothing.
 	ConfigObjects ConfigObjects
 	// NewMailer returns a Mailer for the given settings.
@@ -134,6 +137,8 @@ type MailgunClusterReconciler struct {
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=mailgunclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=mailgunclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=mailgunclusters/finalizers,verbs=update
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=mailgunclusteridentities,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:namespace=system,groups="",resources=secrets;configmaps,verbs=get;list;watch
@@ -292,14 +297,19 @@ func (r *MailgunClusterReconciler) SetupWithManager(ctx context.Context, mgr ctr
 		b = b.WatchesRawSource(source.Channel(wake, enqueueAll))
 	}
 
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &infrav1.MailgunCluster{}, identityRefIndex, indexIdentityRef); err != nil {
+		return fmt.Errorf("indexing MailgunClusters by %s: %w", identityRefIndex, err)
+	}
+	b = b.Watches(&infrav1.MailgunClusterIdentity{}, handler.EnqueueRequestsFromMapFunc(r.identityUsers)).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceIdentityUsers),
+			builder.WithPredicates(predicate.LabelChangedPredicate{}))
 	if o := r.ConfigObjects; o.Namespace != "" {
-		isConfig := func(name string) predicate.Predicate {
-			return predicate.NewPredicateFuncs(func(obj client.Object) bool {
-				return obj.GetNamespace() == o.Namespace && obj.GetName() == name
-			})
-		}
-		b = b.Watches(&corev1.Secret{}, enqueueAll, builder.WithPredicates(isConfig(o.SecretName))).
-			Watches(&corev1.ConfigMap{}, enqueueAll, builder.WithPredicates(isConfig(o.ConfigMapName)))
+		inNamespace := predicate.NewPredicateFuncs(func(obj client.Object) bool { return obj.GetNamespace() == o.Namespace })
+		isConfigMap := predicate.NewPredicateFuncs(func(obj client.Object) bool {
+			return obj.GetNamespace() == o.Namespace && obj.GetName() == o.ConfigMapName
+		})
+		b = b.Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretUsers), builder.WithPredicates(inNamespace)).
+			Watches(&corev1.ConfigMap{}, enqueueAll, builder.WithPredicates(isConfigMap))
 	}
 	c, err := b.Build(r)
 	if err != nil {
@@ -324,23 +334,82 @@ func (r *MailgunClusterReconciler) SetupWithManager(ctx context.Context, mgr ctr
 // allMailgunClusters maps a configuration change, or Cluster API's
 // arrival, to every MailgunCluster: any of them may be waiting for it.
 func (r *MailgunClusterReconciler) allMailgunClusters(ctx context.Context, _ client.Object) []reconcile.Request {
+	return r.mailgunClusters(ctx)
+}
+
+// mailgunClusters lists the MailgunClusters matching opts as requests.
+func (r *MailgunClusterReconciler) mailgunClusters(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
 	list := &infrav1.MailgunClusterList{}
-	if err := r.Client.List(ctx, list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing MailgunClusters to reconcile them all")
+	if err := r.Client.List(ctx, list, opts...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing MailgunClusters to reconcile them")
 		return nil
 	}
+	return r.requests(list, func(*infrav1.MailgunCluster) bool { return true })
+}
+
+// requests maps the items of list that keep to requests, with the same
+// filters as the MailgunCluster watch: objects for another instance of the
+// operator, or managed by someone else, stay untouched.
+func (r *MailgunClusterReconciler) requests(list *infrav1.MailgunClusterList, keep func(*infrav1.MailgunCluster) bool) []reconcile.Request {
 	reqs := make([]reconcile.Request, 0, len(list.Items))
 	for i := range list.Items {
 		mc := &list.Items[i]
-		// The same filters as the MailgunCluster watch: objects for another
-		// instance of the operator, or managed by someone else, stay
-		// untouched.
-		if (r.WatchFilterValue != "" && !labels.HasWatchLabel(mc, r.WatchFilterValue)) || annotations.IsExternallyManaged(mc) {
+		if (r.WatchFilterValue != "" && !labels.HasWatchLabel(mc, r.WatchFilterValue)) || annotations.IsExternallyManaged(mc) || !keep(mc) {
 			continue
 		}
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(mc)})
 	}
 	return reqs
+}
+
+// identityRefIndex indexes MailgunClusters by the name of the
+// MailgunClusterIdentity they send with.
+const identityRefIndex = "spec.identityRef.name"
+
+func indexIdentityRef(obj client.Object) []string {
+	if ref := obj.(*infrav1.MailgunCluster).Spec.IdentityRef; ref != nil {
+		return []string{ref.Name}
+	}
+	return nil
+}
+
+// identityUsers maps a MailgunClusterIdentity to the MailgunClusters that
+// name it: a created, fixed or changed identity may let them send.
+func (r *MailgunClusterReconciler) identityUsers(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.mailgunClusters(ctx, client.MatchingFields{identityRefIndex: obj.GetName()})
+}
+
+// secretUsers maps a Secret in the operator's namespace to the
+// MailgunClusters that send with it: all of them for the operator-wide
+// Secret (any may use the settings), else those whose identity names it.
+func (r *MailgunClusterReconciler) secretUsers(ctx context.Context, obj client.Object) []reconcile.Request {
+	if obj.GetName() == r.ConfigObjects.SecretName {
+		return r.allMailgunClusters(ctx, obj)
+	}
+	ids := &infrav1.MailgunClusterIdentityList{}
+	if err := r.Client.List(ctx, ids); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing MailgunClusterIdentities to find the users of a Secret", "Secret", klog.KObj(obj))
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range ids.Items {
+		if ids.Items[i].Spec.SecretRef.Name == obj.GetName() {
+			reqs = append(reqs, r.identityUsers(ctx, &ids.Items[i])...)
+		}
+	}
+	return reqs
+}
+
+// namespaceIdentityUsers maps a namespace whose labels changed to its
+// MailgunClusters that name an identity: an identity's
+// allowedNamespaces.selector may now allow or refuse them.
+func (r *MailgunClusterReconciler) namespaceIdentityUsers(ctx context.Context, obj client.Object) []reconcile.Request {
+	list := &infrav1.MailgunClusterList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(obj.GetName())); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the MailgunClusters of a namespace whose labels changed", "namespace", obj.GetName())
+		return nil
+	}
+	return r.requests(list, func(mc *infrav1.MailgunCluster) bool { return mc.Spec.IdentityRef != nil })
 }
 
 // ownerClusterName is the name of the Cluster in mc's owner references.

@@ -83,14 +83,15 @@ func (s *scope) patch(ctx context.Context) error {
 	return nil
 }
 
-// recordAttempt durably records, before a send, the Message-Id and the
-// claim of the attempt, the object they belong to and the finalizer, in one
-// write.
-func (s *scope) recordAttempt(ctx context.Context, messageID, claim string) error {
+// recordAttempt durably records, before a send, the Message-Id, the claim
+// of the attempt and the Mailgun domain it is made with, the object they
+// belong to and the finalizer, in one write.
+func (s *scope) recordAttempt(ctx context.Context, messageID, claim, domain string) error {
 	err := s.patchMetadata(ctx, func(mc *infrav1.MailgunCluster) {
 		controllerutil.AddFinalizer(mc, infrav1.ClusterFinalizer)
 		mc.Annotations[infrav1.MessageIDAnnotation] = messageID
 		mc.Annotations[infrav1.SendAttemptedAtAnnotation] = claim
+		mc.Annotations[infrav1.SendDomainAnnotation] = domain
 		mc.Annotations[infrav1.SentForAnnotation] = sentFor(mc)
 	})
 	if err != nil {

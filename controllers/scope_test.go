@@ -69,7 +69,7 @@ func TestScopeWrites(t *testing.T) {
 			name:  "a send attempt cannot be claimed from a stale copy",
 			stale: true,
 			write: func(ctx context.Context, s *scope) error {
-				return s.recordAttempt(ctx, "<m@example.com>", sendprotocol.ClaimValue(time.Now(), "replica-a"))
+				return s.recordAttempt(ctx, "<m@example.com>", sendprotocol.ClaimValue(time.Now(), "replica-a"), "example.com")
 			},
 			wantConflict: true,
 			want: func(t *testing.T, got, _ *infrav1.MailgunCluster) {
@@ -81,7 +81,7 @@ func TestScopeWrites(t *testing.T) {
 		{
 			name: "metadata and status written in one reconcile, the status locked to the metadata write",
 			write: func(ctx context.Context, s *scope) error {
-				if err := s.recordAttempt(ctx, "<m@example.com>", sendprotocol.ClaimValue(time.Now(), "replica-a")); err != nil {
+				if err := s.recordAttempt(ctx, "<m@example.com>", sendprotocol.ClaimValue(time.Now(), "replica-a"), "example.com"); err != nil {
 					return err
 				}
 				markAccepted(s.mc, "<m@example.com>")

@@ -106,7 +106,7 @@ func checkSendRecord(mc *infrav1.MailgunCluster) (recordVerdict, string) {
 // it.
 func dropCopiedRecord(mc *infrav1.MailgunCluster) {
 	for _, k := range []string{
-		infrav1.SentForAnnotation, infrav1.MessageIDAnnotation, infrav1.SendAttemptedAtAnnotation,
+		infrav1.SentForAnnotation, infrav1.MessageIDAnnotation, infrav1.SendAttemptedAtAnnotation, infrav1.SendDomainAnnotation,
 		infrav1.AcceptedMessageIDAnnotation, infrav1.MessageIDHistoryAnnotation, infrav1.ResendHandledAnnotation,
 	} {
 		delete(mc.Annotations, k)
@@ -114,4 +114,22 @@ func dropCopiedRecord(mc *infrav1.MailgunCluster) {
 	if req, ok := mc.Annotations[infrav1.ResendRequestAnnotation]; ok && resendValueProblem(req) == "" {
 		mc.Annotations[infrav1.ResendHandledAnnotation] = req
 	}
+}
+
+// sendDomainChanged says why a pending send attempt cannot be resolved
+// with settings for domain: it was made with another Mailgun domain, and
+// only that domain's events can show whether Mailgun accepted it; a lookup
+// elsewhere would find nothing and the settle wait would end in a second
+// email. "" if it can be resolved, or if this process knows nothing was
+// sent under the claim (unsentClaim).
+func sendDomainChanged(mc *infrav1.MailgunCluster, domain, unsentClaim string) string {
+	ann := mc.Annotations
+	claim, sentWith := ann[infrav1.SendAttemptedAtAnnotation], ann[infrav1.SendDomainAnnotation]
+	if claim == "" || claim == unsentClaim || sentWith == "" || sentWith == domain || ann[infrav1.AcceptedMessageIDAnnotation] != "" {
+		return ""
+	}
+	return fmt.Sprintf("the send attempt of %s was made with Mailgun domain %q and its outcome is not known, but the settings now give domain %q, "+
+		"whose events cannot show it: point the settings (or spec.identityRef) back at %q so that the operator can look it up; "+
+		"only if you know that no email went out, remove annotation %s to send with the new settings",
+		ann[infrav1.MessageIDAnnotation], sentWith, domain, sentWith, infrav1.SendAttemptedAtAnnotation)
 }

@@ -122,3 +122,51 @@ func TestPendingResend(t *testing.T) {
 		})
 	}
 }
+
+// TestSendDomainChanged: a pending attempt is looked up only with the
+// domain it was sent with; a settings or identity change to another domain
+// while its outcome is unknown stops the reconcile instead of ending, after
+// the settle time, in a second email.
+func TestSendDomainChanged(t *testing.T) {
+	const claim = "2026-01-01T12:00:00.000000001Z replica-a"
+	pending := map[string]string{
+		infrav1.MessageIDAnnotation: "<mailguncluster.u@mg.a.example.com>", infrav1.SendAttemptedAtAnnotation: claim,
+		infrav1.SendDomainAnnotation: "mg.a.example.com",
+	}
+	with := func(k, v string) map[string]string {
+		m := maps.Clone(pending)
+		if v == "" {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+		return m
+	}
+	tests := []struct {
+		name        string
+		ann         map[string]string
+		domain      string
+		unsentClaim string
+		stop        bool
+	}{
+		{name: "same domain", ann: pending, domain: "mg.a.example.com"},
+		{name: "another domain while the outcome is unknown", ann: pending, domain: "mg.b.example.com", stop: true},
+		{name: "another domain, but this process knows nothing went out", ann: pending, domain: "mg.b.example.com", unsentClaim: claim},
+		{name: "another domain, another claim known unsent", ann: pending, domain: "mg.b.example.com", unsentClaim: "2026-01-01T11:00:00Z replica-a", stop: true},
+		{name: "no pending attempt", ann: with(infrav1.SendAttemptedAtAnnotation, ""), domain: "mg.b.example.com"},
+		{name: "already accepted", ann: with(infrav1.AcceptedMessageIDAnnotation, "<1.A@mg.a.example.com>"), domain: "mg.b.example.com"},
+		{name: "a claim from a version that did not record the domain", ann: with(infrav1.SendDomainAnnotation, ""), domain: "mg.b.example.com"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mc := &infrav1.MailgunCluster{ObjectMeta: metav1.ObjectMeta{Annotations: tt.ann}}
+			msg := sendDomainChanged(mc, tt.domain, tt.unsentClaim)
+			if got := msg != ""; got != tt.stop {
+				t.Fatalf("stops = %v (%q), want %v", got, msg, tt.stop)
+			}
+			if tt.stop && (!strings.Contains(msg, `"mg.a.example.com"`) || !strings.Contains(msg, infrav1.SendAttemptedAtAnnotation)) {
+				t.Errorf("message %q does not name the domain sent with and the claim annotation", msg)
+			}
+		})
+	}
+}

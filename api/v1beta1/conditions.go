@@ -79,8 +79,28 @@ const (
 	NotClusterInfrastructureReason = "NotClusterInfrastructure"
 
 	// MailgunNotConfiguredReason: the operator lacks Mailgun settings (domain,
-	// API key or recipient) or they are invalid.
+	// API key or recipient), or they, or the MailgunClusterIdentity's, are
+	// invalid.
 	MailgunNotConfiguredReason = "MailgunNotConfigured"
+
+	// IdentityNotFoundReason: spec.identityRef names a MailgunClusterIdentity
+	// that does not exist.
+	IdentityNotFoundReason = "IdentityNotFound"
+
+	// IdentityNotAllowedReason: the MailgunClusterIdentity's
+	// spec.allowedNamespaces does not allow the MailgunCluster's namespace.
+	IdentityNotAllowedReason = "IdentityNotAllowed"
+
+	// IdentitySecretNotFoundReason: the MailgunClusterIdentity's Secret does
+	// not exist in the operator's namespace, or has no api_key.
+	IdentitySecretNotFoundReason = "IdentitySecretNotFound"
+
+	// SettingsChangedDuringSendReason: a send attempt whose outcome is not
+	// known was made with another Mailgun domain than the settings now
+	// give, so Mailgun's events cannot tell whether it was accepted. Nothing
+	// is sent until the settings give that domain again (or the user, who
+	// knows the email did not go out, removes the claim).
+	SettingsChangedDuringSendReason = "SettingsChangedDuringSend"
 
 	// InvalidCredentialsReason: Mailgun answered 401; the API key is wrong or
 	// belongs to another region.

@@ -36,6 +36,11 @@ const (
 	// looks the message up in Mailgun before it sends again.
 	SendAttemptedAtAnnotation = "mailgun.infrastructure.cluster.x-k8s.io/send-attempted-at"
 
+	// SendDomainAnnotation is the Mailgun domain the pending send attempt
+	// (SendAttemptedAtAnnotation) was made with: Mailgun's events are per
+	// domain, so only that domain's events can tell whether it was accepted.
+	SendDomainAnnotation = "mailgun.infrastructure.cluster.x-k8s.io/send-domain"
+
 	// AcceptedMessageIDAnnotation is the durable record that Mailgun accepted
 	// the request email; its value is the ID Mailgun returned. Once set, the
 	// controller never sends for this object again.
@@ -103,6 +108,14 @@ type MailgunClusterSpec struct {
 	// +kubebuilder:validation:XValidation:rule=`self.matches(r"^([A-Za-z0-9!#$%&'*+/=?^_{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_{|}~-]+)*@)?([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")`,message="spec.requester must be an email address such as alice@example.com (or, in manifests written for earlier versions, a domain name)"
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.requester is immutable: it is the Reply-To of the request email; create a new MailgunCluster to request another cluster"
 	Requester string `json:"requester"`
+
+	// identityRef names the MailgunClusterIdentity (Mailgun account, domain,
+	// sender) to send the request email with. Omitted, the operator-wide
+	// settings are used. The identity must allow this MailgunCluster's
+	// namespace. It may be changed until the email is accepted (e.g. to fix
+	// a refused reference); afterwards a change has no effect.
+	// +optional
+	IdentityRef *MailgunClusterIdentityReference `json:"identityRef,omitempty"`
 
 	// controlPlaneEndpoint is the endpoint of the requested cluster's control
 	// plane. Whoever builds the cluster fills it in; Cluster API copies it to

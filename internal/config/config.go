@@ -138,38 +138,54 @@ func overlay(dst *string, value string) {
 // Check reports every problem with settings, each naming where to fix it.
 // It returns nil if the settings can be used.
 func (s Source) Check(settings mailer.Settings) error {
-	var problems []error
 	where := func(env, kind, name, key string) string {
 		if s.Namespace == "" || name == "" {
 			return fmt.Sprintf("environment variable %s", env)
 		}
 		return fmt.Sprintf("key %q of %s %s/%s (or environment variable %s)", key, kind, s.Namespace, name, env)
 	}
-	domainAt := where(EnvDomain, "ConfigMap", s.ConfigMapName, ConfigMapDomainKey)
-	keyAt := where(EnvAPIKey, "Secret", s.SecretName, SecretAPIKeyKey)
-	recipientAt := where(EnvRecipient, "ConfigMap", s.ConfigMapName, ConfigMapRecipientKey)
-	baseAt := where(EnvAPIBase, "ConfigMap", s.ConfigMapName, ConfigMapAPIBaseKey)
+	return check(settings, fields{
+		domain:    where(EnvDomain, "ConfigMap", s.ConfigMapName, ConfigMapDomainKey),
+		apiKey:    where(EnvAPIKey, "Secret", s.SecretName, SecretAPIKeyKey),
+		recipient: where(EnvRecipient, "ConfigMap", s.ConfigMapName, ConfigMapRecipientKey),
+		apiBase:   where(EnvAPIBase, "ConfigMap", s.ConfigMapName, ConfigMapAPIBaseKey),
+	})
+}
 
+// fields says, for each setting, where the user sets it.
+type fields struct {
+	domain, apiKey, recipient, apiBase, sender string
+}
+
+// check reports every problem with settings, each naming the field at
+// which to fix it, or nil if they can be used.
+func check(settings mailer.Settings, at fields) error {
+	var problems []error
 	switch {
 	case settings.Domain == "":
-		problems = append(problems, fmt.Errorf("Mailgun domain is not set: set %s", domainAt))
+		problems = append(problems, fmt.Errorf("Mailgun domain is not set: set %s", at.domain))
 	case !domainPattern.MatchString(settings.Domain):
-		problems = append(problems, fmt.Errorf("Mailgun domain %q is not a valid domain name: fix %s", settings.Domain, domainAt))
+		problems = append(problems, fmt.Errorf("Mailgun domain %q is not a valid domain name: fix %s", settings.Domain, at.domain))
 	}
 	switch {
 	case settings.APIKey == "":
-		problems = append(problems, fmt.Errorf("Mailgun API key is not set: set %s", keyAt))
+		problems = append(problems, fmt.Errorf("Mailgun API key is not set: set %s", at.apiKey))
 	case strings.ContainsFunc(settings.APIKey, isSpaceOrControl):
 		// Never echo the key itself.
-		problems = append(problems, fmt.Errorf("Mailgun API key contains whitespace or control characters: fix %s", keyAt))
+		problems = append(problems, fmt.Errorf("Mailgun API key contains whitespace or control characters: fix %s", at.apiKey))
 	}
 	if settings.Recipient == "" {
-		problems = append(problems, fmt.Errorf("recipient address is not set: set %s", recipientAt))
+		problems = append(problems, fmt.Errorf("recipient address is not set: set %s", at.recipient))
 	} else if err := checkAddress(settings.Recipient); err != nil {
-		problems = append(problems, fmt.Errorf("recipient %q is not a valid email address (%w): fix %s", settings.Recipient, err, recipientAt))
+		problems = append(problems, fmt.Errorf("recipient %q is not a valid email address (%w): fix %s", settings.Recipient, err, at.recipient))
 	}
 	if err := checkAPIBase(settings.APIBase); err != nil {
-		problems = append(problems, fmt.Errorf("Mailgun API base %q is not usable (%w): fix %s", settings.APIBase, err, baseAt))
+		problems = append(problems, fmt.Errorf("Mailgun API base %q is not usable (%w): fix %s", settings.APIBase, err, at.apiBase))
+	}
+	if settings.Sender != "" {
+		if err := checkAddress(settings.Sender); err != nil {
+			problems = append(problems, fmt.Errorf("sender %q is not a valid email address (%w): fix %s", settings.Sender, err, at.sender))
+		}
 	}
 	return errors.Join(problems...)
 }

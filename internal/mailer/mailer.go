@@ -47,6 +47,8 @@ type Settings struct {
 	Recipient string
 	// APIBase is the Mailgun API base URL, e.g. https://api.eu.mailgun.net/v3.
 	APIBase string
+	// Sender is the From address; empty means Sender(Domain).
+	Sender string
 }
 
 // Request is one cluster request email.
@@ -90,7 +92,11 @@ const (
 
 // NewMessage builds the Mailgun message for a request.
 func NewMessage(s Settings, r Request) (*mailgun.Message, error) {
-	msg := mailgun.NewMessage(Sender(s.Domain), Subject(r.Priority), Body(r.Body), s.Recipient)
+	from := s.Sender
+	if from == "" {
+		from = Sender(s.Domain)
+	}
+	msg := mailgun.NewMessage(from, Subject(r.Priority), Body(r.Body), s.Recipient)
 	msg.AddHeader("Message-Id", r.MessageID)
 	if IsEmailAddress(r.Requester) {
 		msg.SetReplyTo(r.Requester)
@@ -314,13 +320,13 @@ func (s Settings) String() string {
 	if s.APIKey != "" {
 		key = "set"
 	}
-	return fmt.Sprintf("domain=%q recipient=%q apiBase=%q apiKey=%s", s.Domain, s.Recipient, s.APIBase, key)
+	return fmt.Sprintf("domain=%q sender=%q recipient=%q apiBase=%q apiKey=%s", s.Domain, s.Sender, s.Recipient, s.APIBase, key)
 }
 
 // Fingerprint identifies the settings (the key included) without
 // revealing them, to notice when they change.
 func (s Settings) Fingerprint() string {
-	h := sha256.Sum256([]byte(s.Domain + "\x00" + s.Recipient + "\x00" + s.APIBase + "\x00" + s.APIKey))
+	h := sha256.Sum256([]byte(s.Domain + "\x00" + s.Recipient + "\x00" + s.APIBase + "\x00" + s.APIKey + "\x00" + s.Sender))
 	return hex.EncodeToString(h[:])
 }
 

@@ -195,7 +195,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Concurrency, "mailguncluster-concurrency", o.Concurrency,
 		"Number of MailgunClusters reconciled in parallel.")
 	fs.StringVar(&o.ConfigNamespace, "config-namespace", o.ConfigNamespace,
-		"Namespace of the Mailgun Secret and ConfigMap; defaults to the operator's own namespace (POD_NAMESPACE). Empty reads settings from the environment only.")
+		"Namespace of the Mailgun Secret and ConfigMap and of the MailgunClusterIdentities' Secrets; defaults to the operator's own namespace (POD_NAMESPACE). Empty reads settings from the environment only, and no identity can be used.")
 	fs.StringVar(&o.SecretName, "mailgun-secret-name", o.SecretName,
 		"Secret holding the Mailgun API key (key api_key).")
 	fs.StringVar(&o.ConfigMapName, "mailgun-configmap-name", o.ConfigMapName,
@@ -315,7 +315,7 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 	reconciler := &controllers.MailgunClusterReconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("mailguncluster-controller"),
-		Config:   source,
+		Settings: config.Settings{Operator: *source, Reader: mgr.GetClient()},
 		ConfigObjects: controllers.ConfigObjects{
 			Namespace: o.ConfigNamespace, SecretName: o.SecretName, ConfigMapName: o.ConfigMapName,
 		},
@@ -368,11 +368,10 @@ func managerOptions(ctx context.Context, o Options, scheme *runtime.Scheme) ctrl
 		cacheOptions.DefaultNamespaces = map[string]cache.Config{o.WatchNamespace: {}}
 	}
 	if o.ConfigNamespace != "" {
-		// Cache only the two objects we read, so that the operator neither
-		// needs nor holds any other Secret.
+		// Secrets only from the operator's namespace: the operator-wide
+		// one and the MailgunClusterIdentities' (any name), never a team's.
 		cacheOptions.ByObject[&corev1.Secret{}] = cache.ByObject{
 			Namespaces: map[string]cache.Config{o.ConfigNamespace: {}},
-			Field:      fields.OneTermEqualSelector("metadata.name", o.SecretName),
 		}
 		cacheOptions.ByObject[&corev1.ConfigMap{}] = cache.ByObject{
 			Namespaces: map[string]cache.Config{o.ConfigNamespace: {}},

@@ -210,41 +210,59 @@ func TestInfrastructureComponents(t *testing.T) {
 	}
 }
 
-// TestClusterTemplate resolves the cluster template and has a real apiserver
-// accept the result (server-side dry run).
+// TestClusterTemplate resolves each cluster template flavor and has a real
+// apiserver accept the result (server-side dry run).
 func TestClusterTemplate(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(root(t), "templates", "cluster-template.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := yamlprocessor.NewSimpleProcessor()
-	values := map[string]string{
-		"CLUSTER_NAME": "payments", "NAMESPACE": "default",
-		"MAILGUN_REQUEST": "3 nodes: please", "MAILGUN_REQUESTER": "alice@example.com",
-	}
-	resolved, err := p.Process(raw, func(name string) (string, error) {
-		if v, ok := values[name]; ok {
-			return v, nil
-		}
-		return "", errors.New("not set")
-	})
-	if err != nil {
-		t.Fatalf("resolving the template (MAILGUN_PRIORITY has a default): %v", err)
-	}
 	env, err := testenv.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = env.Stop() }()
-	for _, obj := range decode(t, resolved) {
-		if err := env.Client.Create(context.Background(), obj, client.DryRunAll); err != nil {
-			t.Errorf("%s %s rejected: %v", obj.GetKind(), obj.GetName(), err)
-		}
-		if obj.GetKind() == "MailgunCluster" {
-			if got, _, _ := unstructured.NestedString(obj.Object, "spec", "priority"); got != "Urgent" {
-				t.Errorf("priority = %q, want the default Urgent", got)
+	tests := []struct {
+		file string
+		// identity is the identityRef.name the MailgunCluster must have.
+		identity string
+	}{
+		{file: "cluster-template.yaml"},
+		{file: "cluster-template-identity.yaml", identity: "payments-team"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			raw, err := os.ReadFile(filepath.Join(root(t), "templates", tt.file))
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
+			values := map[string]string{
+				"CLUSTER_NAME": "payments", "NAMESPACE": "default",
+				"MAILGUN_REQUEST": "3 nodes: please", "MAILGUN_REQUESTER": "alice@example.com",
+			}
+			if tt.identity != "" {
+				values["MAILGUN_IDENTITY_NAME"] = tt.identity
+			}
+			resolved, err := yamlprocessor.NewSimpleProcessor().Process(raw, func(name string) (string, error) {
+				if v, ok := values[name]; ok {
+					return v, nil
+				}
+				return "", errors.New("not set")
+			})
+			if err != nil {
+				t.Fatalf("resolving the template (MAILGUN_PRIORITY has a default): %v", err)
+			}
+			for _, obj := range decode(t, resolved) {
+				if err := env.Client.Create(context.Background(), obj, client.DryRunAll); err != nil {
+					t.Errorf("%s %s rejected: %v", obj.GetKind(), obj.GetName(), err)
+				}
+				if obj.GetKind() != "MailgunCluster" {
+					continue
+				}
+				if got, _, _ := unstructured.NestedString(obj.Object, "spec", "priority"); got != "Urgent" {
+					t.Errorf("priority = %q, want the default Urgent", got)
+				}
+				if got, _, _ := unstructured.NestedString(obj.Object, "spec", "identityRef", "name"); got != tt.identity {
+					t.Errorf("identityRef.name = %q, want %q", got, tt.identity)
+				}
+			}
+		})
 	}
 }
 

@@ -559,6 +559,10 @@ func (s *suite) checkPermissions() {
 	}{
 		{authorizationv1.ResourceAttributes{Group: infrav1.GroupVersion.Group, Resource: "mailgunclusters", Verb: "list"}, true},
 		{authorizationv1.ResourceAttributes{Group: infrav1.GroupVersion.Group, Resource: "mailgunclusters", Subresource: "status", Verb: "patch", Namespace: userNS}, true},
+		{authorizationv1.ResourceAttributes{Group: infrav1.GroupVersion.Group, Resource: "mailgunclusteridentities", Verb: "watch"}, true},
+		{authorizationv1.ResourceAttributes{Group: infrav1.GroupVersion.Group, Resource: "mailgunclusteridentities", Verb: "create"}, false},
+		{authorizationv1.ResourceAttributes{Resource: "namespaces", Verb: "watch"}, true},
+		{authorizationv1.ResourceAttributes{Resource: "namespaces", Verb: "patch", Name: userNS}, false},
 		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "watch", Namespace: operatorNS}, true},
 		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "create", Namespace: operatorNS}, true},
 		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "patch", Namespace: operatorNS, Name: config.DefaultSecretName}, true},
