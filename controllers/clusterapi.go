@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/backoff"
 )
 
 // clusterGroupKind is Cluster API's Cluster, at the version the operator
@@ -51,8 +52,8 @@ func clusterAPIServed(mapper meta.RESTMapper) (bool, error) {
 }
 
 // clusterAPIWaiter runs while Cluster API is not installed: it looks for the
-// Cluster kind in discovery, first after firstInterval and then less often
-// up to every maxInterval (one discovery request each), and once it is served,
+// Cluster kind in discovery, at once, then after firstInterval and less
+// often up to every maxInterval (one discovery request each), and once it is served,
 // starts the Cluster watch and wakes every MailgunCluster, which until then
 // say WaitingForClusterAPI. The operator is Ready meanwhile: it is healthy,
 // Cluster API is just not there yet.
@@ -80,32 +81,26 @@ func (w *clusterAPIWaiter) Start(ctx context.Context) error {
 		log.Info("Cluster API is not installed: the apiserver does not serve " + clusterv1.GroupVersion.WithKind("Cluster").String() +
 			"; MailgunClusters wait for it (condition reason " + infrav1.WaitingForClusterAPIReason + ")")
 	}
-	interval := w.firstInterval
-	timer := time.NewTimer(interval)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-timer.C:
-		}
+	var watchErr error
+	backoff.Until(ctx, w.firstInterval, w.maxInterval, func(time.Duration) bool {
 		served, err := clusterAPIServed(w.mapper)
 		if err != nil {
 			log.V(1).Info("Cluster API lookup failed; trying again", "reason", err.Error())
 		}
-		if served {
-			log.Info("Cluster API is installed; watching Clusters")
-			if err := w.controller.Watch(w.clusters); err != nil {
-				return fmt.Errorf("watching Cluster API's Clusters: %w", err)
-			}
-			w.served()
-			select {
-			case w.wake <- event.GenericEvent{Object: &infrav1.MailgunCluster{}}:
-			default:
-			}
-			return nil
+		if !served {
+			return false
 		}
-		interval = min(2*interval, w.maxInterval)
-		timer.Reset(interval)
-	}
+		log.Info("Cluster API is installed; watching Clusters")
+		if err := w.controller.Watch(w.clusters); err != nil {
+			watchErr = fmt.Errorf("watching Cluster API's Clusters: %w", err)
+			return true
+		}
+		w.served()
+		select {
+		case w.wake <- event.GenericEvent{Object: &infrav1.MailgunCluster{}}:
+		default:
+		}
+		return true
+	})
+	return watchErr
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/backoff"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
 )
 
@@ -49,25 +50,20 @@ type userObjectsStarter struct {
 
 // Start implements manager.Runnable.
 func (s *userObjectsStarter) Start(ctx context.Context) error {
-	interval := s.firstInterval
-	for {
+	backoff.Until(ctx, s.firstInterval, s.maxInterval, func(next time.Duration) bool {
 		did, err := s.objects.Ensure(ctx)
 		for _, d := range did {
 			s.log.Info("Mailgun settings object: " + d)
 		}
-		if err == nil {
-			s.done.Store(true)
-			return nil
+		if err != nil {
+			s.log.Info("Could not create or take over the Mailgun settings objects; trying again (the operator is not Ready until then)",
+				"retryIn", next.String(), "reason", err.Error())
+			return false
 		}
-		s.log.Info("Could not create or take over the Mailgun settings objects; trying again (the operator is not Ready until then)",
-			"retryIn", interval.String(), "reason", err.Error())
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(interval):
-		}
-		interval = min(2*interval, s.maxInterval)
-	}
+		s.done.Store(true)
+		return true
+	})
+	return nil
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
