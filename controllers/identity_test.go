@@ -25,6 +25,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -216,6 +217,7 @@ func TestInvalidIdentitiesAreRejected(t *testing.T) {
 	}{
 		{"plain http to a remote host", func(s *infrav1.MailgunClusterIdentitySpec) { s.APIBase = "http://api.mailgun.net/v3" }, "spec.apiBase must be an https URL"},
 		{"not a URL", func(s *infrav1.MailgunClusterIdentitySpec) { s.APIBase = "api.mailgun.net" }, "spec.apiBase must be an https URL"},
+		{"a URL without a host", func(s *infrav1.MailgunClusterIdentitySpec) { s.APIBase = "https:///v3" }, "spec.apiBase must be an https URL"},
 		{"domain with a space", func(s *infrav1.MailgunClusterIdentitySpec) { s.Domain = "mg example.com" }, "spec.domain must be a domain name"},
 		{"header injection in sender", func(s *infrav1.MailgunClusterIdentitySpec) {
 			s.Sender = "a@mg.example.com\r\nBcc: everyone@example.com"
@@ -242,6 +244,24 @@ func TestInvalidIdentitiesAreRejected(t *testing.T) {
 			}
 		})
 	}
+	t.Run("an empty allowedNamespaces.list", func(t *testing.T) {
+		// Sent as written: a typed client would drop the empty list.
+		id := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": infrav1.GroupVersion.String(), "kind": "MailgunClusterIdentity",
+			"metadata": map[string]any{"name": "bad-empty-list-" + h.ns},
+			"spec": map[string]any{
+				"secretRef": map[string]any{"name": "k"}, "domain": "mg.example.com",
+				"allowedNamespaces": map[string]any{"list": []any{}},
+			},
+		}}
+		err := h.c.Create(h.ctx, id)
+		if err == nil {
+			_ = h.c.Delete(h.ctx, id)
+		}
+		if err == nil || !strings.Contains(err.Error(), "spec.allowedNamespaces.list") {
+			t.Errorf("creating an identity with allowedNamespaces.list []: %v", err)
+		}
+	})
 	t.Run("identityRef with a namespace", func(t *testing.T) {
 		mc := newMailgunCluster(h.ns, "bad-ref")
 		usesIdentity("team/payments")(mc)

@@ -308,7 +308,9 @@ func (r *MailgunClusterReconciler) SetupWithManager(ctx context.Context, mgr ctr
 		isConfigMap := predicate.NewPredicateFuncs(func(obj client.Object) bool {
 			return obj.GetNamespace() == o.Namespace && obj.GetName() == o.ConfigMapName
 		})
-		b = b.Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretUsers), builder.WithPredicates(inNamespace)).
+		// Metadata only: the data of the Secrets in use is read past the
+		// cache (config.SecretReader).
+		b = b.WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretUsers), builder.WithPredicates(inNamespace)).
 			Watches(&corev1.ConfigMap{}, enqueueAll, builder.WithPredicates(isConfigMap))
 	}
 	c, err := b.Build(r)

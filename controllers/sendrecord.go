@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,6 +80,8 @@ var (
 	// mailgunMessageID is the form of the IDs Mailgun returns, e.g.
 	// <20260101120000.1.ABCDEF@mg.example.com>; the ID goes into status.
 	mailgunMessageID = regexp.MustCompile(`^<[A-Za-z0-9._%+=-]{1,200}@[A-Za-z0-9.-]{1,253}>$`)
+	// domainName is the form of the send-domain annotation.
+	domainName = regexp.MustCompile(`^[A-Za-z0-9.-]{1,253}$`)
 )
 
 // sentFor is the value of the sent-for annotation for mc.
@@ -94,6 +97,9 @@ func checkSendRecord(mc *infrav1.MailgunCluster) (recordVerdict, string) {
 	}
 	if id, ok := ann[infrav1.MessageIDAnnotation]; ok && !ourMessageID.MatchString(id) {
 		return recordInvalid, fmt.Sprintf("annotation %s is not a Message-Id this operator writes (<mailguncluster.UID@domain>); remove it and the operator chooses one", infrav1.MessageIDAnnotation)
+	}
+	if d, ok := ann[infrav1.SendDomainAnnotation]; ok && !domainName.MatchString(d) {
+		return recordInvalid, fmt.Sprintf("annotation %s is not a domain name; remove it and the operator takes the domain from the Message-Id", infrav1.SendDomainAnnotation)
 	}
 	if id, ok := ann[infrav1.AcceptedMessageIDAnnotation]; ok && !mailgunMessageID.MatchString(id) {
 		return recordInvalid, fmt.Sprintf("annotation %s is not a Mailgun message ID (<id@domain>); remove it only if no email was sent for this MailgunCluster", infrav1.AcceptedMessageIDAnnotation)
@@ -125,7 +131,13 @@ func dropCopiedRecord(mc *infrav1.MailgunCluster) {
 func sendDomainChanged(mc *infrav1.MailgunCluster, domain, unsentClaim string) string {
 	ann := mc.Annotations
 	claim, sentWith := ann[infrav1.SendAttemptedAtAnnotation], ann[infrav1.SendDomainAnnotation]
-	if claim == "" || claim == unsentClaim || sentWith == "" || sentWith == domain || ann[infrav1.AcceptedMessageIDAnnotation] != "" {
+	if sentWith == "" {
+		// A claim written before the domain was recorded: its Message-Id
+		// holds the domain it was most likely made with. Erring here only
+		// stops more often.
+		_, sentWith, _ = strings.Cut(strings.TrimSuffix(ann[infrav1.MessageIDAnnotation], ">"), "@")
+	}
+	if claim == "" || claim == unsentClaim || sentWith == "" || strings.EqualFold(sentWith, domain) || ann[infrav1.AcceptedMessageIDAnnotation] != "" {
 		return ""
 	}
 	return fmt.Sprintf("the send attempt of %s was made with Mailgun domain %q and its outcome is not known, but the settings now give domain %q, "+

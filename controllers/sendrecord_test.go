@@ -56,6 +56,8 @@ func TestCheckSendRecord(t *testing.T) {
 			infrav1.AcceptedMessageIDAnnotation: "<a@b>\nforged"}},
 		{name: "an empty accepted ID", want: recordInvalid, ann: map[string]string{
 			infrav1.AcceptedMessageIDAnnotation: ""}},
+		{name: "a send domain that is not a domain", want: recordInvalid, ann: map[string]string{
+			infrav1.SendDomainAnnotation: strings.Repeat("x", 300)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -155,7 +157,9 @@ func TestSendDomainChanged(t *testing.T) {
 		{name: "another domain, another claim known unsent", ann: pending, domain: "mg.b.example.com", unsentClaim: "2026-01-01T11:00:00Z replica-a", stop: true},
 		{name: "no pending attempt", ann: with(infrav1.SendAttemptedAtAnnotation, ""), domain: "mg.b.example.com"},
 		{name: "already accepted", ann: with(infrav1.AcceptedMessageIDAnnotation, "<1.A@mg.a.example.com>"), domain: "mg.b.example.com"},
-		{name: "a claim from a version that did not record the domain", ann: with(infrav1.SendDomainAnnotation, ""), domain: "mg.b.example.com"},
+		{name: "a claim from a version that did not record the domain: the Message-Id's", ann: with(infrav1.SendDomainAnnotation, ""), domain: "mg.b.example.com", stop: true},
+		{name: "a claim from a version that did not record the domain, same domain", ann: with(infrav1.SendDomainAnnotation, ""), domain: "mg.a.example.com"},
+		{name: "domains differ only in case", ann: pending, domain: "MG.A.example.com"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -113,7 +113,8 @@ type MailgunClusterSpec struct {
 	// sender) to send the request email with. Omitted, the operator-wide
 	// settings are used. The identity must allow this MailgunCluster's
 	// namespace. It may be changed until the email is accepted (e.g. to fix
-	// a refused reference); afterwards a change has no effect.
+	// a refused reference); afterwards a change sends nothing, but delivery
+	// tracking and resend requests use the identity then named.
 	// +optional
 	IdentityRef *MailgunClusterIdentityReference `json:"identityRef,omitempty"`
 

@@ -45,7 +45,7 @@ type MailgunClusterIdentitySpec struct {
 	// request.
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule=`isURL(self) && (self.startsWith("https://") || self.matches(r"^http://(localhost|127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}|\[::1\])(:[0-9]{1,5})?(/.*)?$"))`,message="spec.apiBase must be an https URL such as https://api.eu.mailgun.net/v3 (plain http only for a loopback address)"
+	// +kubebuilder:validation:XValidation:rule=`isURL(self) && url(self).getHostname() != "" && (self.startsWith("https://") || self.matches(r"^http://(localhost|127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}|\[::1\])(:[0-9]{1,5})?(/.*)?$"))`,message="spec.apiBase must be an https URL such as https://api.eu.mailgun.net/v3 (plain http only for a loopback address)"
 	APIBase string `json:"apiBase,omitempty"`
 
 	// sender is the From address of the request emails, e.g.
@@ -83,9 +83,12 @@ type SecretReference struct {
 
 // AllowedNamespaces selects namespaces by name and by label.
 type AllowedNamespaces struct {
-	// list names namespaces that may use the identity.
+	// list names namespaces that may use the identity. An empty list is
+	// refused: omit allowedNamespaces to allow none, or set it to {} to
+	// allow all.
 	// +optional
 	// +listType=set
+	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=256
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=63
@@ -93,14 +96,22 @@ type AllowedNamespaces struct {
 	List []string `json:"list,omitempty"`
 
 	// selector selects, by their labels, namespaces that may use the
-	// identity. An empty selector ({}) selects every namespace.
+	// identity. An empty selector ({}) selects none (as in CAPA): only
+	// allowedNamespaces {} allows every namespace.
 	// +optional
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 }
 
-// MailgunClusterIdentityReference names the MailgunClusterIdentity a
-// MailgunCluster sends with.
+// MailgunClusterIdentityReference names the identity a MailgunCluster
+// sends with.
 type MailgunClusterIdentityReference struct {
+	// kind is the kind of the identity; MailgunClusterIdentity is the only
+	// one so far (the field leaves room for others, as in CAPA and CAPV).
+	// +optional
+	// +kubebuilder:default=MailgunClusterIdentity
+	// +kubebuilder:validation:Enum=MailgunClusterIdentity
+	Kind string `json:"kind,omitempty"`
+
 	// name is the name of the MailgunClusterIdentity.
 	// +required
 	// +kubebuilder:validation:MinLength=1

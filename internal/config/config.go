@@ -68,9 +68,15 @@ const (
 // wins over the environment, so the shipped (empty) placeholders never hide
 // settings given as environment variables.
 type Source struct {
-	// Reader reads the Secret and ConfigMap; usually the manager's cache,
-	// restricted to Namespace.
+	// Reader reads the ConfigMap, and the Secrets unless Secrets is set;
+	// usually the manager's cache, restricted to Namespace.
 	Reader client.Reader
+	// Secrets, if set, reads the Secrets (the operator-wide one and the
+	// MailgunClusterIdentities'); the operator uses a *SecretReader, so
+	// that it holds no other Secret of its namespace.
+	Secrets interface {
+		GetSecret(ctx context.Context, key client.ObjectKey, secret *corev1.Secret) error
+	}
 	// Namespace holds the Secret and ConfigMap. Empty disables them.
 	Namespace     string
 	SecretName    string
@@ -97,8 +103,8 @@ func (s Source) Load(ctx context.Context) (mailer.Settings, error) {
 	}
 	if s.Namespace != "" && s.SecretName != "" {
 		secret := &corev1.Secret{}
-		if err := s.get(ctx, s.SecretName, secret); err != nil {
-			return mailer.Settings{}, err
+		if err := s.getSecret(ctx, s.SecretName, secret); err != nil && !apierrors.IsNotFound(err) {
+			return mailer.Settings{}, fmt.Errorf("reading Secret %s/%s: %w", s.Namespace, s.SecretName, err)
 		}
 		overlay(&settings.APIKey, string(secret.Data[SecretAPIKeyKey]))
 	}
@@ -127,6 +133,15 @@ func (s Source) get(ctx context.Context, name string, obj client.Object) error {
 		return fmt.Errorf("reading %T %s/%s: %w", obj, s.Namespace, name, err)
 	}
 	return nil
+}
+
+// getSecret reads the Secret name of Namespace.
+func (s Source) getSecret(ctx context.Context, name string, secret *corev1.Secret) error {
+	key := types.NamespacedName{Namespace: s.Namespace, Name: name}
+	if s.Secrets != nil {
+		return s.Secrets.GetSecret(ctx, key, secret)
+	}
+	return s.Reader.Get(ctx, key, secret)
 }
 
 func overlay(dst *string, value string) {

@@ -49,7 +49,8 @@ type Settings struct {
 	// Operator gives the operator-wide settings; its Namespace holds the
 	// identities' Secrets too.
 	Operator Source
-	// Reader reads identities, namespaces and the identities' Secrets.
+	// Reader reads identities and namespaces; the identities' Secrets are
+	// read like the operator-wide one, through Operator.
 	Reader client.Reader
 }
 
@@ -88,7 +89,7 @@ func (s Settings) For(ctx context.Context, namespace string, ref *infrav1.Mailgu
 			secretName, id.Name)}, nil
 	}
 	secret := &corev1.Secret{}
-	err = s.Reader.Get(ctx, types.NamespacedName{Namespace: s.Operator.Namespace, Name: secretName}, secret)
+	err = s.Operator.getSecret(ctx, secretName, secret)
 	switch {
 	case apierrors.IsNotFound(err):
 		return none, &Unusable{Reason: infrav1.IdentitySecretNotFoundReason, Message: fmt.Sprintf(
@@ -158,6 +159,10 @@ func (s Settings) allowed(ctx context.Context, id *infrav1.MailgunClusterIdentit
 		return nil, nil
 	case allowed.Selector == nil:
 		return refuse("it is not in spec.allowedNamespaces.list"), nil
+	case len(allowed.Selector.MatchLabels) == 0 && len(allowed.Selector.MatchExpressions) == 0:
+		// As in CAPA: only allowedNamespaces {} allows every namespace;
+		// an empty selector next to a list must not widen it to all.
+		return refuse("it is not in spec.allowedNamespaces.list, and an empty spec.allowedNamespaces.selector matches no namespace (allowedNamespaces: {} allows all)"), nil
 	}
 	selector, err := metav1.LabelSelectorAsSelector(allowed.Selector)
 	if err != nil {

@@ -134,6 +134,13 @@ func TestSettingsFor(t *testing.T) {
 			want: mailer.Settings{Domain: "mg.payments.example.com", APIKey: teamKey, Recipient: "infra@example.com", APIBase: "https://api.mailgun.net/v3"},
 		},
 		{
+			name: "an empty selector next to a list matches no namespace", namespace: "checkout", ref: ref,
+			objs: append([]client.Object{withKey, namespace("checkout", nil), identity(func(s *infrav1.MailgunClusterIdentitySpec) {
+				s.AllowedNamespaces.Selector = &metav1.LabelSelector{}
+			})}, operatorWide...),
+			wantReason: infrav1.IdentityNotAllowedReason, wantIn: []string{"an empty spec.allowedNamespaces.selector matches no namespace"},
+		},
+		{
 			name: "namespace labels match the selector", namespace: "checkout", ref: ref,
 			objs: append([]client.Object{withKey, namespace("checkout", map[string]string{"team": "payments"}), identity(func(s *infrav1.MailgunClusterIdentitySpec) {
 				s.AllowedNamespaces.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "payments"}}
@@ -215,7 +222,7 @@ func TestSettingsFor(t *testing.T) {
 					t.Errorf("message %q does not contain %q", u.Message, w)
 				}
 			}
-			if strings.Contains(u.Message, "secret key") || strings.Contains(u.Message, teamKey) || strings.Contains(u.Message, "operator-key") {
+			if strings.Contains(u.Message, "team secret") || strings.Contains(u.Message, teamKey) || strings.Contains(u.Message, "operator-key") {
 				t.Errorf("message %q reveals an API key", u.Message)
 			}
 		})

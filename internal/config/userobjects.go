@@ -58,7 +58,7 @@ const UserObjectDescription = "Mailgun settings of cluster-api-provider-mailgun.
 // delete). Nothing else of an existing object is touched.
 type UserObjects struct {
 	// Client writes; Reader reads without a cache (the manager's cache
-	// holds only the two user objects, not the initial ones).
+	// holds no Secret's data and only the user's ConfigMap).
 	Client        client.Client
 	Reader        client.Reader
 	Namespace     string

@@ -38,13 +38,14 @@ type credentials struct {
 	log     logr.Logger
 
 	mu sync.Mutex
-	// checks holds the last verdict per settings fingerprint; entries
-	// older than ttl are dropped when a new one is added, which bounds it
+	// checks holds the last verdict per settings fingerprint; entries not
+	// used for a ttl are dropped when a new one is added, which bounds it
 	// by the number of settings in use within a ttl.
 	checks map[string]*check
 }
 
 type check struct {
+	usedAt    time.Time
 	checkedAt time.Time
 	// definite is set once Mailgun gave a definite answer, err.
 	definite bool
@@ -58,6 +59,7 @@ func (c *credentials) Verify(ctx context.Context, s mailer.Settings) error {
 	key := s.Fingerprint()
 	c.mu.Lock()
 	if e := c.checks[key]; e != nil && e.definite && time.Since(e.checkedAt) < c.ttl {
+		e.usedAt = time.Now()
 		err := e.err
 		c.mu.Unlock()
 		return err
@@ -70,6 +72,7 @@ func (c *credentials) Verify(ctx context.Context, s mailer.Settings) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entry(key)
+	e.usedAt = time.Now()
 	if definite {
 		e.checkedAt, e.definite, e.err = time.Now(), true, err
 	}
@@ -103,7 +106,7 @@ func (c *credentials) entry(key string) *check {
 		c.checks = map[string]*check{}
 	}
 	for k, e := range c.checks {
-		if time.Since(e.checkedAt) >= c.ttl {
+		if time.Since(e.usedAt) >= c.ttl {
 			delete(c.checks, k)
 		}
 	}

@@ -18,10 +18,12 @@ package operator
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/mailgunfake"
@@ -47,5 +49,36 @@ func TestCredentialsAreCheckedOncePerSettings(t *testing.T) {
 	}
 	if a, b := operatorWide.DomainRequests(), team.DomainRequests(); a != 1 || b != 1 {
 		t.Errorf("domain lookups: %d for the operator-wide settings and %d for the identity's, want 1 each", a, b)
+	}
+}
+
+// TestCredentialsLogOnceWhileMailgunIsDown: with two settings in use
+// during an outage, each says once that it could not be checked, not at
+// every check.
+func TestCredentialsLogOnceWhileMailgunIsDown(t *testing.T) {
+	down := func(string) *mailgunfake.Fault { f := mailgunfake.StatusFault(503, "maintenance"); return &f }
+	operatorWide := mailgunfake.Start("mg.example.com", "key-operator")
+	defer operatorWide.Close()
+	operatorWide.SetFaultFunc(down)
+	team := mailgunfake.Start("mg.payments.example.com", "key-team")
+	defer team.Close()
+	team.SetFaultFunc(down)
+	settings := []mailer.Settings{
+		{Domain: operatorWide.Domain, APIKey: operatorWide.APIKey, Recipient: "ops@example.com", APIBase: operatorWide.APIBase()},
+		{Domain: team.Domain, APIKey: team.APIKey, Recipient: "ops@example.com", APIBase: team.APIBase()},
+	}
+	var lines []string
+	log := funcr.New(func(_, args string) { lines = append(lines, args) }, funcr.Options{})
+	creds := &credentials{mailers: mailer.NewPool(5*time.Second, 1, mailer.Limit{}), ttl: time.Minute, log: log}
+	for i := range 10 {
+		if err := creds.Verify(context.Background(), settings[i%2]); err == nil {
+			t.Fatal("Verify passed while Mailgun answers 503")
+		}
+	}
+	if a, b := operatorWide.DomainRequests(), team.DomainRequests(); a != 5 || b != 5 {
+		t.Errorf("domain lookups %d and %d, want 5 each: a failed check is not cached", a, b)
+	}
+	if len(lines) != 2 {
+		t.Errorf("%d log lines, want 2 (one per settings):\n%s", len(lines), strings.Join(lines, "\n"))
 	}
 }

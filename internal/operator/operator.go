@@ -33,6 +33,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -295,6 +296,7 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 
 	source := &config.Source{
 		Reader:        mgr.GetClient(),
+		Secrets:       &config.SecretReader{Metadata: mgr.GetClient(), Live: mgr.GetAPIReader()},
 		Namespace:     o.ConfigNamespace,
 		SecretName:    o.SecretName,
 		ConfigMapName: o.ConfigMapName,
@@ -366,12 +368,27 @@ func managerOptions(ctx context.Context, o Options, scheme *runtime.Scheme) ctrl
 	cacheOptions := cache.Options{ByObject: map[client.Object]cache.ByObject{}}
 	if o.WatchNamespace != "" {
 		cacheOptions.DefaultNamespaces = map[string]cache.Config{o.WatchNamespace: {}}
+		// Namespaces are read for MailgunClusterIdentities' selectors:
+		// only the watched one matters.
+		cacheOptions.ByObject[&corev1.Namespace{}] = cache.ByObject{
+			Field: fields.OneTermEqualSelector("metadata.name", o.WatchNamespace),
+		}
 	}
 	if o.ConfigNamespace != "" {
-		// Secrets only from the operator's namespace: the operator-wide
-		// one and the MailgunClusterIdentities' (any name), never a team's.
+		// Secrets only from the operator's namespace, and only their
+		// metadata (config.SecretReader reads the data of the ones in use
+		// past the cache): the namespace may hold other operators' Secrets.
+		// Annotations go too: kubectl apply's last-applied-configuration
+		// holds a Secret's data.
 		cacheOptions.ByObject[&corev1.Secret{}] = cache.ByObject{
 			Namespaces: map[string]cache.Config{o.ConfigNamespace: {}},
+			Transform: func(obj any) (any, error) {
+				if m, ok := obj.(metav1.Object); ok {
+					m.SetAnnotations(nil)
+					m.SetManagedFields(nil)
+				}
+				return obj, nil
+			},
 		}
 		cacheOptions.ByObject[&corev1.ConfigMap{}] = cache.ByObject{
 			Namespaces: map[string]cache.Config{o.ConfigNamespace: {}},
