@@ -41,6 +41,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -56,6 +57,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
 )
 
 const (
@@ -96,6 +98,7 @@ func TestInstallWithOLMv1(t *testing.T) {
 		{name: "OLM v1 runs in the cluster", run: s.installOLMv1},
 		{name: "the ClusterCatalog serves our package", run: s.addClusterCatalog},
 		{name: "a ClusterExtension installs the operator as the installer ServiceAccount", run: s.installExtension},
+		{name: "the installer ServiceAccount may touch only the bundle's objects", run: s.checkInstallerPermissions},
 		{name: "a MailgunCluster gets exactly one email", run: func() { s.requestCluster("first") }},
 		{name: "the operator holds only the permissions it needs", run: s.checkPermissions},
 		{name: "upgrading by version range sends no second email and keeps the settings", run: s.upgradeExtension},
@@ -425,6 +428,41 @@ func (s *suite) installExtension() {
 	}
 	s.t.Logf("operator pod %s runs image %s", pod.Name, pod.Spec.Containers[0].Image)
 	s.configure()
+}
+
+// checkInstallerPermissions asks the API server what the installer
+// ServiceAccount of config/olmv1/installer.yaml may do: the bundle's own
+// objects, by name where Kubernetes allows it, and nothing else of the
+// cluster's.
+func (s *suite) checkInstallerPermissions() {
+	user := "system:serviceaccount:" + operatorNS + ":" + installerName
+	for _, check := range []struct {
+		attrs authorizationv1.ResourceAttributes
+		want  bool
+	}{
+		{authorizationv1.ResourceAttributes{Group: "apps", Resource: "deployments", Verb: "patch", Namespace: operatorNS, Name: deployment}, true},
+		{authorizationv1.ResourceAttributes{Group: "apps", Resource: "deployments", Verb: "patch", Namespace: operatorNS, Name: "other"}, false},
+		{authorizationv1.ResourceAttributes{Group: "apps", Resource: "deployments", Verb: "create", Namespace: userNS}, false},
+		{authorizationv1.ResourceAttributes{Group: "apps", Resource: "deployments", Verb: "update", Namespace: operatorNS, Name: deployment}, false},
+		{authorizationv1.ResourceAttributes{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Verb: "delete", Name: "mailgunclusters.infrastructure.cluster.x-k8s.io"}, true},
+		{authorizationv1.ResourceAttributes{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Verb: "delete", Name: "clusters.cluster.x-k8s.io"}, false},
+		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get", Namespace: userNS}, false},
+		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "delete", Namespace: operatorNS, Name: config.DefaultSecretName}, false},
+		{authorizationv1.ResourceAttributes{Resource: "configmaps", Verb: "update", Namespace: operatorNS, Name: config.DefaultConfigMapName}, false},
+		{authorizationv1.ResourceAttributes{Resource: "namespaces", Verb: "delete", Name: operatorNS}, false},
+		{authorizationv1.ResourceAttributes{Group: "cluster.x-k8s.io", Resource: "clusters", Verb: "delete", Namespace: userNS}, false},
+	} {
+		review, err := s.cs.AuthorizationV1().SubjectAccessReviews().Create(s.ctx, &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &check.attrs},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			s.t.Fatalf("access review for the installer: %v", err)
+		}
+		if review.Status.Allowed != check.want {
+			s.t.Errorf("installer may %s %s %q in %q: %v, want %v", check.attrs.Verb, check.attrs.Resource, check.attrs.Name,
+				check.attrs.Namespace, review.Status.Allowed, check.want)
+		}
+	}
 }
 
 // waitExtensionInstalled waits until the ClusterExtension reports the
