@@ -74,6 +74,7 @@ verify: manifests generate bundle ## Fail if generated files (CRDs, RBAC, deepco
 	cd hack/opm && go mod tidy
 	cd hack/olm && go mod tidy
 	cd hack/node && go mod tidy
+	cd hack/olmv1 && GONOSUMDB=github.com/operator-framework/operator-controller go mod tidy
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@git diff --exit-code -- . || { echo "Generated files are stale: run 'make manifests generate' and 'go mod tidy', and commit the result."; exit 1; }
 	@test -z "$$(git status --porcelain --untracked-files=all -- config api)" || { git status --porcelain -- config api; echo "Untracked generated files."; exit 1; }
@@ -93,6 +94,10 @@ test: vet controlplane ## The unit tests and the envtest suite (a real kube-apis
 .PHONY: e2e
 e2e: $(OPM) ## The user's path on a real single-node cluster: catalog image -> OLM (as pods) -> operator pod -> email, upgrade, clusterctl move away and back, delete, uninstall (needs root; logs in bin/e2e/logs).
 	IMAGE_TAG_BASE=$(IMAGE_TAG_BASE) PACKAGE=$(PACKAGE) OPM=$(OPM) hack/e2e.sh
+
+.PHONY: e2e-olmv1
+e2e-olmv1: $(OPM) ## The same path with OLM v1 (catalogd + operator-controller as pods): ClusterCatalog -> ClusterExtension -> operator pod -> email, upgrade, drift correction, uninstall (needs root; logs in bin/e2e-olmv1/logs).
+	E2E_OLM=v1 IMAGE_TAG_BASE=$(IMAGE_TAG_BASE) PACKAGE=$(PACKAGE) OPM=$(OPM) hack/e2e.sh
 
 .PHONY: demo-olm
 demo-olm: $(OPM) ## The user's path as a demo on a real node (needs root): install from the catalog image with OLM, print the email; DEMO_KEEP=1 leaves the node running.

@@ -5,6 +5,10 @@
 #   images.sh olm REGISTRY OLM_IMAGE OPM_IMAGE  OLM v0's image (olm, catalog,
 #                                    package-server, copy-content, cpb, cp) and
 #                                    opm's (opm, grpc_health_probe)
+#   images.sh opm REGISTRY OPM_IMAGE           opm's image alone
+#   images.sh olmv1 REGISTRY POD_REGISTRY CATALOGD_IMAGE OPERATOR_CONTROLLER_IMAGE
+#                                    OLM v1's two images; both pull images
+#                                    themselves, from POD_REGISTRY
 #   images.sh operator REGISTRY IMAGE          the manager image, from ./Dockerfile
 #   images.sh bundle REGISTRY IMAGE [DIR]      a bundle image, from ./bundle.Dockerfile
 #                                              (DIR: a directory holding bundle/ to use
@@ -22,6 +26,10 @@
 # are replaced, through their build arguments, by local stand-ins built from
 # what the machine has: a static non-root base with CA certificates, and a
 # Go builder that uses this machine's Go toolchain and module cache.
+#
+# STAND_IN_EXTRA_CA (optional): a PEM file of CA certificates added to the
+# stand-in base's trust bundle, which images built on it (the manager's)
+# trust as their system CAs.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -59,12 +67,27 @@ scratch_image() {
   "${BUILDAH[@]}" commit --quiet --rm "$c" "$name" >/dev/null
 }
 
+# opm_image REGISTRY IMAGE: opm's image. opm serves catalogs and extracts
+# bundles; catalog images build FROM it.
+opm_image() {
+  go_build "$root/hack/opm" github.com/operator-framework/operator-registry/cmd/opm "$out/opm/bin/opm" "json1 containers_image_openpgp"
+  # OLM's catalog pods probe opm with it, as the published opm image has.
+  go_build "$root/hack/node" github.com/grpc-ecosystem/grpc-health-probe "$out/opm/bin/grpc_health_probe"
+  mkdir -p "$out/opm/tmp" && chmod 1777 "$out/opm/tmp"
+  scratch_image "$2" 1001:0 '["/bin/opm"]' "$out/opm=/"
+  push "$2" "$2" "$1"
+}
+
 # stand_ins builds the two base images the Dockerfiles take as arguments.
 stand_ins() {
   mkdir -p "$out/base/etc/ssl/certs" "$out/base/tmp"
   printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$out/base/etc/passwd"
   printf 'root:x:0:\nnonroot:x:65532:\n' >"$out/base/etc/group"
   cp /etc/ssl/certs/ca-certificates.crt "$out/base/etc/ssl/certs/"
+  if [[ -n "${STAND_IN_EXTRA_CA:-}" ]]; then
+    cat "$STAND_IN_EXTRA_CA" >>"$out/base/etc/ssl/certs/ca-certificates.crt"
+    log "stand-in base trusts the CAs of $STAND_IN_EXTRA_CA as well"
+  fi
   chmod 1777 "$out/base/tmp"
   scratch_image "$BASE_IMAGE" 65532:65532 '[]' "$out/base=/"
   # The builder: a shell (busybox) for the Dockerfile's RUN lines; Go and the
@@ -106,15 +129,38 @@ case "${1:-}" in
     cp /bin/busybox "$out/olm/busybox/busybox"
     ln -sf busybox "$out/olm/busybox/cp"
     ln -sf /busybox/cp "$out/olm/bin/cp"
-    go_build "$root/hack/opm" github.com/operator-framework/operator-registry/cmd/opm "$out/opm/bin/opm" "json1 containers_image_openpgp"
-    # OLM's catalog pods probe opm with it, as the published opm image has.
-    go_build "$root/hack/node" github.com/grpc-ecosystem/grpc-health-probe "$out/opm/bin/grpc_health_probe"
-    mkdir -p "$out/olm/tmp" "$out/opm/tmp" && chmod 1777 "$out/olm/tmp" "$out/opm/tmp"
+    mkdir -p "$out/olm/tmp" && chmod 1777 "$out/olm/tmp"
     scratch_image "$olm_image" 1001 '["/bin/olm"]' "$out/olm=/"
-    # opm serves catalogs and extracts bundles; catalog images build FROM it.
-    scratch_image "$opm_image" 1001:0 '["/bin/opm"]' "$out/opm=/"
     push "$olm_image" "$olm_image" "$registry"
-    push "$opm_image" "$opm_image" "$registry"
+    opm_image "$registry" "$opm_image"
+    ;;
+  opm)
+    opm_image "$2" "$3"
+    ;;
+  olmv1)
+    registry=$2 pod_registry=$3 catalogd_image=$4 opcon_image=$5
+    mod=github.com/operator-framework/operator-controller
+    stand_ins
+    # The controllers pull catalog and bundle images with containers/image,
+    # which reads /etc/containers/registries.conf: every registry name the
+    # node mirrors (node.sh's MIRRORED_REGISTRIES) is the node's registry,
+    # over plain HTTP.
+    mkdir -p "$out/olmv1/etc/containers"
+    for r in docker.io ghcr.io quay.io registry.k8s.io gcr.io; do
+      printf '[[registry]]\nprefix = "%s"\nlocation = "%s"\ninsecure = true\n\n' "$r" "$pod_registry"
+    done >"$out/olmv1/etc/containers/registries.conf"
+    for b in catalogd:"$catalogd_image" operator-controller:"$opcon_image"; do
+      name=${b%%:*} image=${b#*:}
+      GONOSUMDB=$mod go_build "$root/hack/olmv1" "$mod/cmd/$name" "$out/olmv1/bin/$name" containers_image_openpgp
+      # As upstream's images (distroless static:nonroot): the binary in /,
+      # which is the working directory (catalogd's manifest runs ./catalogd).
+      c=$("${BUILDAH[@]}" from "$BASE_IMAGE")
+      "${BUILDAH[@]}" copy --quiet "$c" "$out/olmv1/bin/$name" "/$name" >/dev/null
+      "${BUILDAH[@]}" copy --quiet "$c" "$out/olmv1/etc" /etc >/dev/null
+      "${BUILDAH[@]}" config --user 65532:65532 --workingdir / --entrypoint "[\"/$name\"]" "$c"
+      "${BUILDAH[@]}" commit --quiet --rm "$c" "$image" >/dev/null
+      push "$image" "$image" "$registry"
+    done
     ;;
   operator)
     registry=$2 image=$3
@@ -152,7 +198,7 @@ case "${1:-}" in
     done
     ;;
   *)
-    echo "usage: images.sh node-images|olm|operator|bundle|catalog|retag|sizes ..." >&2
+    echo "usage: images.sh node-images|olm|opm|olmv1|operator|bundle|catalog|retag|sizes ..." >&2
     exit 1
     ;;
 esac

@@ -2,8 +2,9 @@
 # A real single-node Kubernetes cluster on this machine, for the end-to-end
 # tests: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 # kubelet and kube-proxy built from source (hack/build-controlplane.sh node),
-# containerd, runc and the CNI plugins from Debian, a loopback image
-# registry, and CoreDNS.
+# containerd, runc and the CNI plugins from Debian, an image registry (on
+# loopback for containerd, and on the bridge address for pods that pull
+# images themselves, such as OLM v1's controllers), and CoreDNS.
 #
 #   node.sh up      clear what an earlier run left, then start the node
 #   node.sh down    stop everything `up` started and remove its traces
@@ -31,6 +32,8 @@ DNS_SERVICE_IP=10.96.0.10
 API_PORT=16443
 ETCD_PORT=23790
 REGISTRY=127.0.0.1:5000
+# The same registry (same storage) for pods: they cannot reach loopback.
+POD_REGISTRY=$NODE_IP:5000
 GUARD_TABLE=capmg_guard
 # Published registry names the manifests use; containerd resolves each of
 # them to the loopback registry, so the manifests under test are the
@@ -276,6 +279,7 @@ storage:
   delete: {enabled: true}
 http: {addr: $REGISTRY}
 EOF
+  sed "s#addr: $REGISTRY#addr: $POD_REGISTRY#" "$D/registry.yaml" >"$D/registry-pods.yaml"
 }
 
 # --- up ------------------------------------------------------------------------
@@ -302,6 +306,7 @@ up() {
 
   log "starting the registry, etcd and kube-apiserver"
   start registry docker-registry serve "$D/registry.yaml"
+  start registry-pods docker-registry serve "$D/registry-pods.yaml"
   start etcd "$K8S/etcd" --name "$NODE_NAME" --data-dir "$D/etcd" --unsafe-no-fsync \
     --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
     --listen-peer-urls http://127.0.0.1:23800 --initial-advertise-peer-urls http://127.0.0.1:23800 \
@@ -448,7 +453,7 @@ down() {
     for t in $("${ctr[@]}" tasks ls -q 2>/dev/null); do "${ctr[@]}" tasks kill -s KILL "$t" >/dev/null 2>&1 || true; done
   fi
   local p
-  for p in kube-proxy kube-scheduler kube-controller-manager kube-apiserver etcd containerd registry; do stop_pid "$p"; done
+  for p in kube-proxy kube-scheduler kube-controller-manager kube-apiserver etcd containerd registry registry-pods; do stop_pid "$p"; done
   # Shims outlive containerd; they were started for this node's containers.
   pkill -KILL -f "containerd-shim-runc-v2 .*-address $D/containerd.sock" 2>/dev/null || true
 

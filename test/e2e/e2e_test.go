@@ -44,6 +44,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -94,28 +95,40 @@ const (
 	mgRecipient = "infra-requests@example.com"
 )
 
-// settings come from `make e2e` (hack/e2e.sh) through the environment.
+// settings come from `make e2e` or `make e2e-olmv1` (hack/e2e.sh) through
+// the environment.
 type settings struct {
 	kubeconfig    string // admin kubeconfig of the test node
 	olmDir        string // OLM's module directory: deploy/upstream/quickstart
 	olmCRDs       string // OLM's CRDs (operator-framework/api's crds/)
 	olmImage      string // published name of the OLM image built here
 	opmImage      string // published name of the opm image built here
+	olmv1Dir      string // OLM v1's module directory: manifests/standard.yaml
+	catalogdImage string // published names of OLM v1's images built here
+	opconImage    string
 	catalogV1     string // catalog image with 0.1.0
 	catalogV2     string // catalog image with 0.1.0 and 0.1.1
 	operatorV2    string // the manager image 0.1.1's CSV names
 	fakeAddr      string // where the Mailgun fake listens: the node's bridge
+	fakeCert      string // OLM v1: the fake's serving certificate and key (PEM files)
+	fakeKey       string
 	logDir        string
 	repoRoot      string
 	clusterAPICRD string // directory of Cluster API's core CRDs
 }
 
-func loadSettings(t *testing.T) settings {
+// loadSettings reads the settings of the OLM v0 test, or with v1 those of
+// the OLM v1 test.
+func loadSettings(t *testing.T, v1 bool) settings {
 	t.Helper()
+	target := "make e2e"
+	if v1 {
+		target = "make e2e-olmv1"
+	}
 	get := func(name string) string {
 		v := os.Getenv(name)
 		if v == "" {
-			t.Fatalf("%s is not set; run the test through `make e2e`", name)
+			t.Fatalf("%s is not set; run the test through `%s`", name, target)
 		}
 		return v
 	}
@@ -127,12 +140,19 @@ func loadSettings(t *testing.T) settings {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return settings{
-		kubeconfig: get("KUBECONFIG"), olmDir: get("OLM_DIR"), olmCRDs: get("OLM_CRDS"), olmImage: get("OLM_IMAGE"), opmImage: get("OPM_IMAGE"),
-		catalogV1: get("CATALOG_IMAGE_V1"), catalogV2: get("CATALOG_IMAGE_V2"), operatorV2: get("OPERATOR_IMAGE_V2"),
+	cfg := settings{
+		kubeconfig: get("KUBECONFIG"),
+		catalogV1:  get("CATALOG_IMAGE_V1"), catalogV2: get("CATALOG_IMAGE_V2"), operatorV2: get("OPERATOR_IMAGE_V2"),
 		fakeAddr: get("MAILGUN_FAKE_ADDR"), logDir: get("E2E_LOG_DIR"), repoRoot: root,
 		clusterAPICRD: filepath.Join(strings.TrimSpace(capiDir), "core", "config", "crd", "bases"),
 	}
+	if v1 {
+		cfg.olmv1Dir, cfg.catalogdImage, cfg.opconImage = get("OLMV1_DIR"), get("CATALOGD_IMAGE"), get("OPERATOR_CONTROLLER_IMAGE")
+		cfg.fakeCert, cfg.fakeKey = get("MAILGUN_FAKE_CERT"), get("MAILGUN_FAKE_KEY")
+	} else {
+		cfg.olmDir, cfg.olmCRDs, cfg.olmImage, cfg.opmImage = get("OLM_DIR"), get("OLM_CRDS"), get("OLM_IMAGE"), get("OPM_IMAGE")
+	}
+	return cfg
 }
 
 type suite struct {
@@ -146,12 +166,15 @@ type suite struct {
 	// caPEM is the CA of the fake's serving certificate.
 	caPEM []byte
 	logs  *podLogs
+	// dumpNamespaces are the namespaces whose pods' logs a failure shows.
+	dumpNamespaces []string
 }
 
-func TestInstallFromCatalogImage(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
-	defer cancel()
-	s := &suite{t: t, ctx: ctx, cfg: loadSettings(t)}
+// newSuite connects to the node, starts the Mailgun fake on the node's
+// bridge with the serving certificate cert, and follows the operator's log.
+func newSuite(ctx context.Context, t *testing.T, cfg settings, cert tls.Certificate) *suite {
+	t.Helper()
+	s := &suite{t: t, ctx: ctx, cfg: cfg, dumpNamespaces: []string{olmNS, operatorNS}}
 	var err error
 	s.rest, err = clientcmd.BuildConfigFromFlags("", s.cfg.kubeconfig)
 	if err != nil {
@@ -174,12 +197,6 @@ func TestInstallFromCatalogImage(t *testing.T) {
 	if s.cs, err = kubernetes.NewForConfig(s.rest); err != nil {
 		t.Fatal(err)
 	}
-	// The operator speaks plain HTTP only to loopback, so the fake serves
-	// HTTPS on the node's bridge with a certificate of a CA made here; the
-	// operator trusts that CA through the Subscription (see subscribe).
-	host, _, _ := strings.Cut(s.cfg.fakeAddr, ":")
-	cert, caPEM := testCA(t, host)
-	s.caPEM = caPEM
 	s.fake, err = mailgunfake.StartTLSOn(s.cfg.fakeAddr, mgDomain, mgAPIKey, cert)
 	if err != nil {
 		t.Fatal(err)
@@ -187,15 +204,47 @@ func TestInstallFromCatalogImage(t *testing.T) {
 	t.Cleanup(s.fake.Close)
 	s.logs = followPodLogs(ctx, s.cs, operatorNS, "control-plane=controller-manager", s.cfg.logDir)
 	t.Cleanup(s.logs.stop)
+	return s
+}
 
-	// Each step needs the previous one; stop at the first failure.
-	// E2E_DEMO (make demo-olm) stops after the first email.
+// step is one step of an end-to-end test; each needs the previous one.
+type step struct {
+	name     string
+	run      func()
+	lastDemo bool // E2E_DEMO (make demo-olm) stops after this step
+}
+
+// runSteps runs the steps in order, stopping at the first failure, and logs
+// how long each took.
+func (s *suite) runSteps(t *testing.T, steps []step) {
 	demo := os.Getenv("E2E_DEMO") != ""
-	for _, step := range []struct {
-		name     string
-		run      func()
-		lastDemo bool
-	}{
+	for _, st := range steps {
+		start := time.Now()
+		if !t.Run(st.name, func(t *testing.T) { s.t = t; st.run() }) {
+			s.t = t
+			t.FailNow()
+		}
+		s.t = t
+		t.Logf("TIMING %s: %.1fs", st.name, time.Since(start).Seconds())
+		if demo && st.lastDemo {
+			return
+		}
+	}
+}
+
+func TestInstallFromCatalogImage(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	cfg := loadSettings(t, false)
+	// The operator speaks plain HTTP only to loopback, so the fake serves
+	// HTTPS on the node's bridge with a certificate of a CA made here; the
+	// operator trusts that CA through the Subscription (see subscribe).
+	host, _, _ := strings.Cut(cfg.fakeAddr, ":")
+	cert, caPEM := testCA(t, host)
+	s := newSuite(ctx, t, cfg, cert)
+	s.caPEM = caPEM
+
+	s.runSteps(t, []step{
 		{name: "OLM runs in the cluster", run: s.installOLM},
 		{name: "the catalog image serves our package", run: s.addCatalog},
 		{name: "subscribing installs the operator through a bundle unpack Job", run: s.subscribe},
@@ -207,18 +256,7 @@ func TestInstallFromCatalogImage(t *testing.T) {
 		{name: "clusterctl moves a cluster away and back, then it is deleted, with one email", run: s.moveAndDelete},
 		{name: "uninstalling removes the operator", run: s.uninstall},
 		{name: "the operator logged no error", run: s.checkOperatorLogs},
-	} {
-		start := time.Now()
-		if !t.Run(step.name, func(t *testing.T) { s.t = t; step.run() }) {
-			s.t = t
-			t.FailNow()
-		}
-		s.t = t
-		t.Logf("TIMING %s: %.1fs", step.name, time.Since(start).Seconds())
-		if demo && step.lastDemo {
-			return
-		}
-	}
+	})
 }
 
 // installClusterAPI installs Cluster API's core CRDs once the operator
@@ -235,13 +273,7 @@ func (s *suite) installClusterAPI() {
 		return false, fmt.Sprintf("%d log lines, none says so", len(s.logs.all()))
 	})
 	start := time.Now()
-	for _, obj := range s.readManifestDir(s.cfg.clusterAPICRD) {
-		// The conversion webhook belongs to Cluster API's core controller,
-		// which this test does not run.
-		unstructured.RemoveNestedField(obj.Object, "spec", "conversion")
-		s.createUnstructured(obj)
-		s.waitCRDEstablished(obj.GetName())
-	}
+	s.createClusterAPICRDs()
 	s.waitFor(2*time.Minute, "the operator to find Cluster API", func() (bool, string) {
 		for _, l := range s.logs.all() {
 			if strings.Contains(l, "Cluster API is installed") {
@@ -253,6 +285,17 @@ func (s *suite) installClusterAPI() {
 	s.t.Logf("TIMING Cluster API CRDs installed to the operator watching Clusters: %.1fs", time.Since(start).Seconds())
 	if n := s.operatorPod().Status.ContainerStatuses[0].RestartCount; n != 0 {
 		s.t.Errorf("the operator container restarted %d times", n)
+	}
+}
+
+// createClusterAPICRDs installs Cluster API's core CRDs.
+func (s *suite) createClusterAPICRDs() {
+	for _, obj := range s.readManifestDir(s.cfg.clusterAPICRD) {
+		// The conversion webhook belongs to Cluster API's core controller,
+		// which this test does not run.
+		unstructured.RemoveNestedField(obj.Object, "spec", "conversion")
+		s.createUnstructured(obj)
+		s.waitCRDEstablished(obj.GetName())
 	}
 }
 
@@ -1115,6 +1158,7 @@ func (s *suite) dump() string {
 			fmt.Fprintf(&b, "CSV %s/%s: phase %s reason %s: %s\n", csv.Namespace, csv.Name, csv.Status.Phase, csv.Status.Reason, csv.Status.Message)
 		}
 	}
+	s.dumpOLMv1(ctx, &b)
 	pods := &corev1.PodList{}
 	if s.c.List(ctx, pods) == nil {
 		for _, p := range pods.Items {
@@ -1131,7 +1175,7 @@ func (s *suite) dump() string {
 			b.WriteString("\n")
 		}
 		for _, p := range pods.Items {
-			if p.Namespace != olmNS && p.Namespace != operatorNS {
+			if !slices.Contains(s.dumpNamespaces, p.Namespace) {
 				continue
 			}
 			for _, c := range p.Spec.Containers {
