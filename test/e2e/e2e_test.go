@@ -642,13 +642,7 @@ func (s *suite) upgrade() {
 
 	s.waitForCSV(operatorNS, pkg+".v0.1.1", 5*time.Minute)
 	s.waitInstallPlansComplete()
-	s.waitFor(3*time.Minute, "the operator pod of 0.1.1", func() (bool, string) {
-		pod, err := s.readyOperatorPod()
-		if err != nil {
-			return false, err.Error()
-		}
-		return pod.Spec.Containers[0].Image == s.cfg.operatorV2, "image " + pod.Spec.Containers[0].Image
-	})
+	s.waitForUpgradedPod()
 
 	// Once 0.1.1 succeeded, OLM deletes the 0.1.0 CSV, and the garbage
 	// collector what that CSV still owned: the settings objects must be
@@ -659,6 +653,24 @@ func (s *suite) upgrade() {
 	})
 	s.checkSettingsIntact("after the upgrade")
 
+	s.checkEmailsAfterUpgrade()
+}
+
+// waitForUpgradedPod waits until the Ready operator pod runs 0.1.1.
+func (s *suite) waitForUpgradedPod() {
+	s.waitFor(3*time.Minute, "the operator pod of 0.1.1", func() (bool, string) {
+		pod, err := s.readyOperatorPod()
+		if err != nil {
+			return false, err.Error()
+		}
+		return pod.Spec.Containers[0].Image == s.cfg.operatorV2, "image " + pod.Spec.Containers[0].Image
+	})
+}
+
+// checkEmailsAfterUpgrade: a MailgunCluster created after the upgrade gets
+// its email, and the one created before keeps its single email and stays
+// Ready.
+func (s *suite) checkEmailsAfterUpgrade() {
 	mc := s.applySample(userNS, "second")
 	s.waitForEmail(mc)
 	first := &infrav1.MailgunCluster{}

@@ -498,29 +498,11 @@ func (s *suite) upgradeExtension() {
 	s.waitCatalogServing()
 	s.waitExtensionInstalled("0.1.1")
 	s.t.Logf("TIMING ClusterCatalog updated to 0.1.1 installed: %.1fs", time.Since(start).Seconds())
-	s.waitFor(3*time.Minute, "the operator pod of 0.1.1", func() (bool, string) {
-		pod, err := s.readyOperatorPod()
-		if err != nil {
-			return false, err.Error()
-		}
-		return pod.Spec.Containers[0].Image == s.cfg.operatorV2, "image " + pod.Spec.Containers[0].Image
-	})
+	s.waitForUpgradedPod()
 	s.t.Logf("TIMING ClusterCatalog updated to the 0.1.1 pod Ready: %.1fs", time.Since(start).Seconds())
 	s.checkSettingsIntact("after the upgrade")
 
-	mc := s.applySample(userNS, "second")
-	s.waitForEmail(mc)
-	first := &infrav1.MailgunCluster{}
-	s.get(types.NamespacedName{Namespace: userNS, Name: "first"}, first)
-	if !conditions.IsTrue(first, infrav1.ReadyCondition) {
-		s.t.Errorf("the cluster created before the upgrade is no longer Ready: %+v", first.Status.Conditions)
-	}
-	if n := len(s.emailsFor(first)); n != 1 {
-		s.t.Errorf("%d emails for the cluster created before the upgrade, want 1", n)
-	}
-	if n := len(s.fake.Messages()); n != 2 {
-		s.t.Errorf("%d emails in total, want 2", n)
-	}
+	s.checkEmailsAfterUpgrade()
 }
 
 // correctDrift scales the bundle's Deployment to zero and deletes its
