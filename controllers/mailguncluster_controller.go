@@ -336,27 +336,23 @@ func (r *MailgunClusterReconciler) SetupWithManager(ctx context.Context, mgr ctr
 // allMailgunClusters maps a configuration change, or Cluster API's
 // arrival, to every MailgunCluster: any of them may be waiting for it.
 func (r *MailgunClusterReconciler) allMailgunClusters(ctx context.Context, _ client.Object) []reconcile.Request {
-	return r.mailgunClusters(ctx)
+	return r.mailgunClusters(ctx, nil)
 }
 
-// mailgunClusters lists the MailgunClusters matching opts as requests.
-func (r *MailgunClusterReconciler) mailgunClusters(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
+// mailgunClusters maps the MailgunClusters matching opts, and keep if not
+// nil, to requests, with the same filters as the MailgunCluster watch:
+// objects for another instance of the operator, or managed by someone
+// else, stay untouched.
+func (r *MailgunClusterReconciler) mailgunClusters(ctx context.Context, keep func(*infrav1.MailgunCluster) bool, opts ...client.ListOption) []reconcile.Request {
 	list := &infrav1.MailgunClusterList{}
 	if err := r.Client.List(ctx, list, opts...); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing MailgunClusters to reconcile them")
 		return nil
 	}
-	return r.requests(list, func(*infrav1.MailgunCluster) bool { return true })
-}
-
-// requests maps the items of list that keep to requests, with the same
-// filters as the MailgunCluster watch: objects for another instance of the
-// operator, or managed by someone else, stay untouched.
-func (r *MailgunClusterReconciler) requests(list *infrav1.MailgunClusterList, keep func(*infrav1.MailgunCluster) bool) []reconcile.Request {
 	reqs := make([]reconcile.Request, 0, len(list.Items))
 	for i := range list.Items {
 		mc := &list.Items[i]
-		if (r.WatchFilterValue != "" && !labels.HasWatchLabel(mc, r.WatchFilterValue)) || annotations.IsExternallyManaged(mc) || !keep(mc) {
+		if (r.WatchFilterValue != "" && !labels.HasWatchLabel(mc, r.WatchFilterValue)) || annotations.IsExternallyManaged(mc) || (keep != nil && !keep(mc)) {
 			continue
 		}
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(mc)})
@@ -378,7 +374,7 @@ func indexIdentityRef(obj client.Object) []string {
 // identityUsers maps a MailgunClusterIdentity to the MailgunClusters that
 // name it: a created, fixed or changed identity may let them send.
 func (r *MailgunClusterReconciler) identityUsers(ctx context.Context, obj client.Object) []reconcile.Request {
-	return r.mailgunClusters(ctx, client.MatchingFields{identityRefIndex: obj.GetName()})
+	return r.mailgunClusters(ctx, nil, client.MatchingFields{identityRefIndex: obj.GetName()})
 }
 
 // secretUsers maps a Secret in the operator's namespace to the
@@ -406,12 +402,8 @@ func (r *MailgunClusterReconciler) secretUsers(ctx context.Context, obj client.O
 // MailgunClusters that name an identity: an identity's
 // allowedNamespaces.selector may now allow or refuse them.
 func (r *MailgunClusterReconciler) namespaceIdentityUsers(ctx context.Context, obj client.Object) []reconcile.Request {
-	list := &infrav1.MailgunClusterList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(obj.GetName())); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the MailgunClusters of a namespace whose labels changed", "namespace", obj.GetName())
-		return nil
-	}
-	return r.requests(list, func(mc *infrav1.MailgunCluster) bool { return mc.Spec.IdentityRef != nil })
+	hasIdentity := func(mc *infrav1.MailgunCluster) bool { return mc.Spec.IdentityRef != nil }
+	return r.mailgunClusters(ctx, hasIdentity, client.InNamespace(obj.GetName()))
 }
 
 // ownerClusterName is the name of the Cluster in mc's owner references.

@@ -59,11 +59,11 @@ type Settings struct {
 // says that an object could not be read.
 func (s Settings) For(ctx context.Context, namespace string, ref *infrav1.MailgunClusterIdentityReference) (mailer.Settings, *Unusable, error) {
 	none := mailer.Settings{}
-	operator, err := s.Operator.Load(ctx)
-	if err != nil {
-		return none, nil, err
-	}
 	if ref == nil {
+		operator, err := s.Operator.Load(ctx)
+		if err != nil {
+			return none, nil, err
+		}
 		if u := notConfigured(s.Operator.Check(operator)); u != nil {
 			return none, u, nil
 		}
@@ -89,7 +89,7 @@ func (s Settings) For(ctx context.Context, namespace string, ref *infrav1.Mailgu
 			secretName, id.Name)}, nil
 	}
 	secret := &corev1.Secret{}
-	err = s.Operator.getSecret(ctx, secretName, secret)
+	err := s.Operator.getSecret(ctx, secretName, secret)
 	switch {
 	case apierrors.IsNotFound(err):
 		return none, &Unusable{Reason: infrav1.IdentitySecretNotFoundReason, Message: fmt.Sprintf(
@@ -114,6 +114,11 @@ func (s Settings) For(ctx context.Context, namespace string, ref *infrav1.Mailgu
 	}
 	recipientAt := fmt.Sprintf("spec.recipient of MailgunClusterIdentity %s", id.Name)
 	if settings.Recipient == "" {
+		// Only then are the operator-wide settings read.
+		operator, err := s.Operator.Load(ctx)
+		if err != nil {
+			return none, nil, err
+		}
 		settings.Recipient = operator.Recipient
 		recipientAt += " (or the operator-wide recipient)"
 	}
