@@ -213,6 +213,9 @@ func TestInfrastructureComponents(t *testing.T) {
 // TestClusterTemplate resolves each cluster template flavor and has a real
 // apiserver accept the result (server-side dry run).
 func TestClusterTemplate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the test control plane")
+	}
 	env, err := testenv.Start()
 	if err != nil {
 		t.Fatal(err)
