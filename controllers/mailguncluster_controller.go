@@ -19,7 +19,6 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -29,7 +28,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/events"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -50,38 +49,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/metrics"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/sendprotocol"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/send"
 )
-
-// Mailer sends request emails and looks them up; *mailer.Client implements it.
-type Mailer interface {
-	Send(ctx context.Context, r mailer.Request) (string, error)
-	WasAccepted(ctx context.Context, messageID string) (bool, error)
-	Delivery(ctx context.Context, messageID string) (mailer.Delivery, error)
-}
-
-// CredentialsVerifier checks, with Mailgun, that the API key, domain and
-// region fit together; errors are *mailer.SendError.
-type CredentialsVerifier interface {
-	Verify(ctx context.Context, settings mailer.Settings) error
-}
-
-// SettingsSource gives the Mailgun settings a MailgunCluster sends with:
-// its MailgunClusterIdentity's, or the operator-wide ones, or what the user
-// must fix first; config.Settings implements it.
-type SettingsSource interface {
-	For(ctx context.Context, namespace string, ref *infrav1.MailgunClusterIdentityReference) (mailer.Settings, *config.Unusable, error)
-}
-
-// Lease reports until when this replica holds its leader election lease
-// with time to spare, so that no successor can be sending meanwhile, or
-// why it does not.
-type Lease interface {
-	Held() (until time.Time, err error)
-}
 
 // ConfigObjects names the Secret and ConfigMap holding the operator-wide
 // Mailgun settings, so that changes to them trigger a reconcile of every
@@ -94,44 +64,44 @@ type ConfigObjects struct {
 
 // MailgunClusterReconciler sends one request email per MailgunCluster.
 type MailgunClusterReconciler struct {
-	Client   client.Client
-	Recorder events.EventRecorder
-	Settings SettingsSource
+	// Driver sends the email, through what it holds: the client, the
+	// event recorder, the Mailgun settings and mailer.
+	*send.Driver[*infrav1.MailgunCluster]
+
 	// ConfigObjects are watched; zero value watches nothing.
 	ConfigObjects ConfigObjects
-	// NewMailer returns a Mailer for the given settings.
-	NewMailer func(mailer.Settings) Mailer
-	Metrics   *metrics.Metrics
 
 	// WatchFilterValue, if set, restricts reconciliation to objects with the
 	// cluster.x-k8s.io/watch-filter label of that value.
 	WatchFilterValue string
 
-	// Protocol decides when to claim, send, look up and wait.
-	Protocol sendprotocol.Protocol
-
-	// Credentials, if set, is consulted before sending.
-	Credentials CredentialsVerifier
-
-	// APIReader reads the live object, past the cache, right before a send
-	// to check that its claim is still this replica's.
-	APIReader client.Reader
-	// Lease, if set (leader election on), must be held before a send.
-	Lease Lease
-
-	// DeliveryPollInterval is the first interval between looks at Mailgun's
-	// events for the delivery of an accepted email; it grows with the age of
-	// the email up to 40 times this value.
-	DeliveryPollInterval time.Duration
-
-	// DeliveryTrackingTimeout is how long after acceptance delivery is
-	// followed before giving up.
-	DeliveryTrackingTimeout time.Duration
-
-	memory memory
 	// clusterAPI is set once the apiserver serves Cluster API's Cluster;
 	// until then MailgunClusters wait for it.
 	clusterAPI atomic.Bool
+}
+
+// NewMailgunClusterReconciler returns a reconciler that sends with s.
+func NewMailgunClusterReconciler(s send.Sender) *MailgunClusterReconciler {
+	return &MailgunClusterReconciler{Driver: send.NewDriver(s, mailgunClusterKind)}
+}
+
+// mailgunClusterKind is what the send path needs to know of MailgunClusters.
+var mailgunClusterKind = send.Kind[*infrav1.MailgunCluster]{
+	Name:            "MailgunCluster",
+	MessageIDPrefix: "mailguncluster",
+	Finalizer:       infrav1.ClusterFinalizer,
+	Email: func(mc *infrav1.MailgunCluster, messageID string) mailer.Request {
+		return mailer.Request{
+			MessageID: messageID,
+			Priority:  string(mc.Spec.Priority),
+			Body:      mc.Spec.Request,
+			Requester: mc.Spec.Requester,
+			Object:    types.NamespacedName{Namespace: mc.Namespace, Name: mc.Name}.String(),
+			UID:       string(mc.UID),
+		}
+	},
+	StatusMessageID: func(mc *infrav1.MailgunCluster) *string { return &mc.Status.MessageID },
+	SetProvisioned:  func(mc *infrav1.MailgunCluster) { mc.Status.Initialization.Provisioned = ptr.To(true) },
 }
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=mailgunclusters,verbs=get;list;watch;update;patch
@@ -158,7 +128,7 @@ func (r *MailgunClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	mc := &infrav1.MailgunCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, mc); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.memory.forget(req.NamespacedName)
+			r.Forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting MailgunCluster: %w", err)
@@ -178,33 +148,10 @@ func (r *MailgunClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		ctx = ctrl.LoggerInto(ctx, log)
 	}
 
-	s := newScope(mc, r.Client)
+	s := send.NewScope(mc, r.Client)
 	defer func() {
-		err := s.patch(ctx)
-		switch {
-		case err == nil:
-		case apierrors.IsConflict(err) && retErr == nil:
-			// Someone else (Cluster API, an earlier reconcile our cache has
-			// not seen yet) wrote the object first: this is normal, and the
-			// newer version brings us back. Retry from it, quietly.
-			log.V(1).Info("MailgunCluster changed while reconciling; retrying from the newer version", "reason", err.Error())
-			if res.IsZero() {
-				res = ctrl.Result{RequeueAfter: r.Protocol.ConflictDelay}
-			}
-		case apierrors.IsNotFound(err) && retErr == nil:
-			// The object went while we reconciled it (clusterctl move
-			// deletes the source objects, a user removed our finalizer):
-			// nothing is left to write.
-			log.V(1).Info("MailgunCluster deleted while reconciling", "reason", err.Error())
-			r.memory.forget(req.NamespacedName)
-			res = ctrl.Result{}
-		default:
-			retErr = errors.Join(retErr, err)
-		}
-		// controller-runtime ignores the result next to an error.
-		if retErr != nil {
-			res = ctrl.Result{}
-		}
+		mc.Status.ObservedGeneration = mc.Generation
+		res, retErr = r.Finish(ctx, s, res, retErr)
 	}()
 
 	if paused := setPausedCondition(mc, cluster); paused {
@@ -218,11 +165,17 @@ func (r *MailgunClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 
 	if reason, msg := notOurCluster(mc, cluster, ownerMissing, noClusterAPI); reason != "" {
 		log.Info("Not sending: "+msg, "reason", reason)
-		setEmailSent(mc, metav1.ConditionFalse, reason, msg)
+		send.SetEmailSent(mc, metav1.ConditionFalse, reason, msg)
 		return ctrl.Result{}, nil
 	}
 
 	return r.reconcileNormal(ctx, s)
+}
+
+// reconcileNormal sends the request email once, with the settings of the
+// MailgunCluster's identity, and follows its delivery.
+func (r *MailgunClusterReconciler) reconcileNormal(ctx context.Context, s *send.Scope[*infrav1.MailgunCluster]) (ctrl.Result, error) {
+	return r.EnsureSent(ctx, s, s.Object.Spec.IdentityRef)
 }
 
 // notOurCluster says why the MailgunCluster must not send yet: Cluster API
@@ -251,16 +204,16 @@ func notOurCluster(mc *infrav1.MailgunCluster, cluster *clusterv1.Cluster, owner
 	return "", ""
 }
 
-func (r *MailgunClusterReconciler) reconcileDelete(s *scope) (ctrl.Result, error) {
-	mc := s.mc
+func (r *MailgunClusterReconciler) reconcileDelete(s *send.Scope[*infrav1.MailgunCluster]) (ctrl.Result, error) {
+	mc := s.Object
 	// An email cannot be recalled: nothing outside the apiserver needs
 	// cleaning up. The finalizer exists so Cluster API waits for us and so the
 	// deletion is recorded.
-	setEmailSent(mc, metav1.ConditionFalse, infrav1.DeletingReason, "the MailgunCluster is being deleted")
-	r.memory.forget(client.ObjectKeyFromObject(mc))
+	send.SetEmailSent(mc, metav1.ConditionFalse, infrav1.DeletingReason, "the MailgunCluster is being deleted")
+	r.Forget(client.ObjectKeyFromObject(mc))
 	if controllerutil.RemoveFinalizer(mc, infrav1.ClusterFinalizer) {
 		r.Recorder.Eventf(mc, nil, corev1.EventTypeNormal, "Deleted", "Delete",
-			"MailgunCluster deleted; the request email (message ID %q) cannot be recalled", recordedMessageID(mc))
+			"MailgunCluster deleted; the request email (message ID %q) cannot be recalled", r.Kind.RecordedMessageID(mc))
 	}
 	return ctrl.Result{}, nil
 }
@@ -434,12 +387,4 @@ func setPausedCondition(mc *infrav1.MailgunCluster, cluster *clusterv1.Cluster) 
 	}
 	conditions.Set(mc, metav1.Condition{Type: infrav1.PausedCondition, Status: metav1.ConditionFalse, Reason: infrav1.NotPausedReason})
 	return false
-}
-
-// setEmailSent sets the EmailSent condition and mirrors it into Ready, which
-// is what Cluster API reads: this provider is ready exactly when the email
-// was accepted.
-func setEmailSent(mc *infrav1.MailgunCluster, status metav1.ConditionStatus, reason, message string) {
-	conditions.Set(mc, metav1.Condition{Type: infrav1.EmailSentCondition, Status: status, Reason: reason, Message: message})
-	conditions.Set(mc, metav1.Condition{Type: infrav1.ReadyCondition, Status: status, Reason: reason, Message: message})
 }

@@ -18,6 +18,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -31,6 +32,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/send"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/sendprotocol"
 )
 
@@ -49,15 +53,23 @@ func TestMemoryIsDroppedWhenObjectsGo(t *testing.T) {
 	}}
 	gone := &infrav1.MailgunCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "gone", UID: "uid-gone"}}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(deleting).WithStatusSubresource(deleting).Build()
-	r := &MailgunClusterReconciler{Client: c, Recorder: events.NewFakeRecorder(10), Protocol: sendprotocol.Protocol{ConflictDelay: time.Second}}
+	r := NewMailgunClusterReconciler(send.Sender{
+		Client: c, Recorder: events.NewFakeRecorder(10), Protocol: sendprotocol.Protocol{ConflictDelay: time.Second},
+		Settings: noSettings{}, DeliveryPollInterval: time.Hour, DeliveryTrackingTimeout: 24 * time.Hour,
+	})
 	for _, mc := range []*infrav1.MailgunCluster{deleting, gone} {
-		r.memory.store(mc, objectMemory{failures: 3, nextDeliveryPoll: time.Now().Add(time.Hour)})
+		remember(t, r, mc)
+	}
+	if n := r.Remembered(); n != 2 {
+		t.Fatalf("%d objects remembered before they went, want 2", n)
+	}
+	for _, mc := range []*infrav1.MailgunCluster{deleting, gone} {
 		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(mc)}); err != nil {
 			t.Fatalf("reconciling %s: %v", mc.Name, err)
 		}
 	}
-	if n := len(r.memory.m); n != 0 {
-		t.Errorf("%d objects still remembered after they went: %v", n, r.memory.m)
+	if n := r.Remembered(); n != 0 {
+		t.Errorf("%d objects still remembered after they went", n)
 	}
 }
 
@@ -77,9 +89,30 @@ func TestObjectGoneWhileReconcilingIsNotAnError(t *testing.T) {
 				return gone
 			},
 		}).Build()
-	r := &MailgunClusterReconciler{Client: c, Recorder: events.NewFakeRecorder(10), Protocol: sendprotocol.Protocol{ConflictDelay: time.Second}}
+	r := NewMailgunClusterReconciler(send.Sender{Client: c, Recorder: events.NewFakeRecorder(10), Protocol: sendprotocol.Protocol{ConflictDelay: time.Second}})
 	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(mc)})
 	if err != nil || !res.IsZero() {
 		t.Errorf("Reconcile = %+v, %v; want no requeue and no error", res, err)
 	}
+}
+
+// remember makes r remember mc, as it does between reconciles of an
+// accepted email: a refused resend request and the next delivery poll.
+func remember(t *testing.T, r *MailgunClusterReconciler, mc *infrav1.MailgunCluster) {
+	t.Helper()
+	obj := mc.DeepCopy()
+	obj.Annotations = map[string]string{
+		infrav1.AcceptedMessageIDAnnotation: "<1.A@mg.example.com>",
+		infrav1.ResendRequestAnnotation:     " ",
+	}
+	if _, err := r.EnsureSent(context.Background(), send.NewScope(obj, r.Client), nil); err != nil {
+		t.Fatalf("remembering %s: %v", mc.Name, err)
+	}
+}
+
+// noSettings has no Mailgun settings to give.
+type noSettings struct{}
+
+func (noSettings) For(context.Context, string, *infrav1.MailgunClusterIdentityReference) (mailer.Settings, *config.Unusable, error) {
+	return mailer.Settings{}, nil, errors.New("no settings in this test")
 }

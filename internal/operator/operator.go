@@ -54,6 +54,7 @@ import (
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/metrics"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/send"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/sendprotocol"
 )
 
@@ -276,7 +277,7 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 		return nil, err
 	}
 	mgrOptions := managerOptions(ctx, o, scheme)
-	var lease controllers.Lease
+	var lease send.Lease
 	if o.LeaderElect {
 		ns := mgrOptions.LeaderElectionNamespace
 		if ns == "" {
@@ -314,25 +315,25 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 	// plus the readiness check's domain lookup.
 	mailers := mailer.NewPool(o.MailgunTimeout, o.Concurrency+1, mailer.Limit{QPS: o.MailgunQPS, Burst: o.MailgunBurst})
 	creds := &credentials{mailers: mailers, ttl: o.CredentialsCheckInterval, log: mgr.GetLogger().WithName("mailgun-credentials")}
-	reconciler := &controllers.MailgunClusterReconciler{
+	reconciler := controllers.NewMailgunClusterReconciler(send.Sender{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("mailguncluster-controller"),
 		Settings: config.Settings{Operator: *source, Reader: mgr.GetClient()},
-		ConfigObjects: controllers.ConfigObjects{
-			Namespace: o.ConfigNamespace, SecretName: o.SecretName, ConfigMapName: o.ConfigMapName,
-		},
-		NewMailer: func(s mailer.Settings) controllers.Mailer {
+		NewMailer: func(s mailer.Settings) send.Mailer {
 			return mailers.Client(s)
 		},
 		Metrics:                 m,
-		WatchFilterValue:        o.WatchFilterValue,
 		Protocol:                o.protocol(identity),
 		Credentials:             creds,
 		APIReader:               mgr.GetAPIReader(),
 		Lease:                   lease,
 		DeliveryPollInterval:    o.DeliveryPollInterval,
 		DeliveryTrackingTimeout: o.DeliveryTrackingTimeout,
+	})
+	reconciler.ConfigObjects = controllers.ConfigObjects{
+		Namespace: o.ConfigNamespace, SecretName: o.SecretName, ConfigMapName: o.ConfigMapName,
 	}
+	reconciler.WatchFilterValue = o.WatchFilterValue
 	if err := reconciler.SetupWithManager(ctx, mgr, controller.Options{
 		MaxConcurrentReconciles: o.Concurrency,
 		SkipNameValidation:      ptr.To(o.SkipNameValidation),

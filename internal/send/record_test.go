@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package controllers
+package send
 
 import (
 	"maps"
@@ -62,7 +62,7 @@ func TestCheckSendRecord(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			mc := &infrav1.MailgunCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "prod", Annotations: tt.ann}}
-			got, detail := checkSendRecord(mc)
+			got, detail := testKind.checkSendRecord(mc)
 			if got != tt.want {
 				t.Errorf("verdict = %d (%s), want %d", got, detail, tt.want)
 			}
@@ -117,7 +117,7 @@ func TestPendingResend(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			mc := &infrav1.MailgunCluster{ObjectMeta: metav1.ObjectMeta{Annotations: tt.ann}}
-			req, problem := pendingResend(mc)
+			req, problem := testKind.pendingResend(mc)
 			if req != tt.wantRequest || (problem != "") != tt.wantProblem {
 				t.Errorf("pendingResend = %q, %q; want %q, problem %v", req, problem, tt.wantRequest, tt.wantProblem)
 			}

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package controllers
+package send
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func TestScopeWrites(t *testing.T) {
 	tests := []struct {
 		name string
 		// write changes a scope built from copy and persists it.
-		write func(ctx context.Context, s *scope) error
+		write func(ctx context.Context, s *Scope[*infrav1.MailgunCluster]) error
 		// stale builds the scope from the object as first created, after a
 		// newer write by someone else.
 		stale        bool
@@ -54,9 +54,9 @@ func TestScopeWrites(t *testing.T) {
 		{
 			name:  "status from a stale copy is refused, not written over newer conditions",
 			stale: true,
-			write: func(ctx context.Context, s *scope) error {
-				conditions.Set(s.mc, outcomeUnknown)
-				return s.patch(ctx)
+			write: func(ctx context.Context, s *Scope[*infrav1.MailgunCluster]) error {
+				conditions.Set(s.Object, outcomeUnknown)
+				return s.Patch(ctx)
 			},
 			wantConflict: true,
 			want: func(t *testing.T, got, _ *infrav1.MailgunCluster) {
@@ -68,8 +68,8 @@ func TestScopeWrites(t *testing.T) {
 		{
 			name:  "a send attempt cannot be claimed from a stale copy",
 			stale: true,
-			write: func(ctx context.Context, s *scope) error {
-				return s.recordAttempt(ctx, "<m@example.com>", sendprotocol.ClaimValue(time.Now(), "replica-a"), "example.com")
+			write: func(ctx context.Context, s *Scope[*infrav1.MailgunCluster]) error {
+				return s.recordAttempt(ctx, infrav1.ClusterFinalizer, "<m@example.com>", sendprotocol.ClaimValue(time.Now(), "replica-a"), "example.com")
 			},
 			wantConflict: true,
 			want: func(t *testing.T, got, _ *infrav1.MailgunCluster) {
@@ -80,12 +80,12 @@ func TestScopeWrites(t *testing.T) {
 		},
 		{
 			name: "metadata and status written in one reconcile, the status locked to the metadata write",
-			write: func(ctx context.Context, s *scope) error {
-				if err := s.recordAttempt(ctx, "<m@example.com>", sendprotocol.ClaimValue(time.Now(), "replica-a"), "example.com"); err != nil {
+			write: func(ctx context.Context, s *Scope[*infrav1.MailgunCluster]) error {
+				if err := s.recordAttempt(ctx, infrav1.ClusterFinalizer, "<m@example.com>", sendprotocol.ClaimValue(time.Now(), "replica-a"), "example.com"); err != nil {
 					return err
 				}
-				markAccepted(s.mc, "<m@example.com>")
-				return s.patch(ctx)
+				testKind.markAccepted(s.Object, "<m@example.com>")
+				return s.Patch(ctx)
 			},
 			want: func(t *testing.T, got, _ *infrav1.MailgunCluster) {
 				if got.Annotations[infrav1.AcceptedMessageIDAnnotation] != "<m@example.com>" || got.Status.MessageID != "<m@example.com>" {
@@ -101,8 +101,8 @@ func TestScopeWrites(t *testing.T) {
 		},
 		{
 			name: "nothing changed, nothing written",
-			write: func(ctx context.Context, s *scope) error {
-				return s.patch(ctx)
+			write: func(ctx context.Context, s *Scope[*infrav1.MailgunCluster]) error {
+				return s.Patch(ctx)
 			},
 			want: func(t *testing.T, got, first *infrav1.MailgunCluster) {
 				if got.ResourceVersion != first.ResourceVersion {
@@ -137,7 +137,7 @@ func TestScopeWrites(t *testing.T) {
 				}
 			}
 
-			err := tt.write(ctx, newScope(first.DeepCopy(), c))
+			err := tt.write(ctx, NewScope(first.DeepCopy(), c))
 			if tt.wantConflict != apierrors.IsConflict(err) {
 				t.Fatalf("write error %v, want conflict %v", err, tt.wantConflict)
 			}

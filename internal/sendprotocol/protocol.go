@@ -381,7 +381,7 @@ func (p Protocol) failed(in Input) Decision {
 func (p Protocol) claimFailed(in Input, pol Policy) Decision {
 	if pol.Retry == RetryConflict {
 		return Decision{State: NotClaimed, RequeueAfter: p.ConflictDelay, Failures: in.Failures, Quiet: true,
-			Detail: "the MailgunCluster changed while claiming the send; retrying from the newer version"}
+			Detail: "the object changed while claiming the send; retrying from the newer version"}
 	}
 	return Decision{State: NotClaimed, Failures: in.Failures, Err: fmt.Errorf("writing the send claim: %w", in.Answer.Err)}
 }

@@ -1,0 +1,143 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package send
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
+)
+
+// deliveryOutcomes maps a final delivery state to the EmailDelivered
+// condition, the event type and the metric label.
+var deliveryOutcomes = map[mailer.DeliveryState]struct {
+	status    metav1.ConditionStatus
+	reason    string
+	eventType string
+	metric    string
+}{
+	mailer.Delivered:          {metav1.ConditionTrue, infrav1.DeliveredReason, corev1.EventTypeNormal, "delivered"},
+	mailer.DeliveryComplained: {metav1.ConditionTrue, infrav1.ComplainedReason, corev1.EventTypeWarning, "complained"},
+	mailer.DeliveryFailed:     {metav1.ConditionFalse, infrav1.DeliveryFailedReason, corev1.EventTypeWarning, "failed"},
+	mailer.DeliveryRejected:   {metav1.ConditionFalse, infrav1.DeliveryRejectedReason, corev1.EventTypeWarning, "rejected"},
+}
+
+// trackDelivery follows an accepted email through Mailgun's events until it
+// is delivered, bounces or is rejected, polling less often as the email
+// ages, for at most DeliveryTrackingTimeout. Tracking is best-effort: a
+// failed look is retried later and never affects EmailSent or Ready.
+func (d *Driver[T]) trackDelivery(ctx context.Context, obj T, identity *infrav1.MailgunClusterIdentityReference, id string) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	current := conditions.Get(obj, infrav1.EmailDeliveredCondition)
+	if current != nil && deliveryFinal(current.Reason) {
+		return ctrl.Result{}, nil
+	}
+	if current == nil {
+		setDeliveryPending(obj, id)
+	}
+
+	acceptedAt := time.Now()
+	if sent := conditions.Get(obj, infrav1.EmailSentCondition); sent != nil && sent.Status == metav1.ConditionTrue && !sent.LastTransitionTime.IsZero() {
+		acceptedAt = sent.LastTransitionTime.Time
+	}
+	age := time.Since(acceptedAt)
+	if age > d.DeliveryTrackingTimeout {
+		conditions.Set(obj, metav1.Condition{
+			Type: infrav1.EmailDeliveredCondition, Status: metav1.ConditionUnknown, Reason: infrav1.DeliveryTrackingExpiredReason,
+			Message: fmt.Sprintf("no delivery outcome for %s within %s of its acceptance; check Mailgun's logs", id, d.DeliveryTrackingTimeout),
+		})
+		d.Metrics.Deliveries.WithLabelValues("expired").Inc()
+		return ctrl.Result{}, nil
+	}
+	next := min(max(age/4, d.DeliveryPollInterval), 40*d.DeliveryPollInterval)
+	// Our own status writes trigger reconciles too; look at Mailgun's events
+	// only when the poll is due.
+	mem := d.memory.load(obj)
+	if now := time.Now(); now.Before(mem.nextDeliveryPoll) {
+		return ctrl.Result{RequeueAfter: mem.nextDeliveryPoll.Sub(now)}, nil
+	}
+	mem.nextDeliveryPoll = time.Now().Add(next)
+	d.memory.store(obj, mem)
+
+	settings, unusable, err := d.Settings.For(ctx, obj.GetNamespace(), identity)
+	if err == nil && unusable != nil {
+		err = errors.New(unusable.Message)
+	}
+	if err != nil {
+		// Without settings we cannot look; the configuration watch or the
+		// next poll will. The send path reports the settings in a condition.
+		log.V(1).Info("No usable settings to look at the delivery with; will look again", "error", err.Error(), "after", next)
+		return ctrl.Result{RequeueAfter: next}, nil
+	}
+	dl, err := d.NewMailer(settings).Delivery(ctx, id)
+	if err != nil {
+		log.Info("Could not read the delivery of the request email; will look again", "messageID", id, "error", err.Error(), "after", next)
+		return ctrl.Result{RequeueAfter: next}, nil
+	}
+
+	if outcome, final := deliveryOutcomes[dl.State]; final {
+		msg := fmt.Sprintf("%s at %s", dl.State, dl.At.Format(time.RFC3339))
+		if dl.Detail != "" {
+			msg += ": " + dl.Detail
+		}
+		conditions.Set(obj, metav1.Condition{Type: infrav1.EmailDeliveredCondition, Status: outcome.status, Reason: outcome.reason, Message: msg})
+		d.Metrics.Deliveries.WithLabelValues(outcome.metric).Inc()
+		d.memory.forget(client.ObjectKeyFromObject(obj))
+		d.Recorder.Eventf(obj, nil, outcome.eventType, outcome.reason, "TrackDelivery", "request email %s: %s", id, msg)
+		log.Info("Delivery outcome of the request email", "messageID", id, "state", dl.State, "detail", dl.Detail)
+		return ctrl.Result{}, nil
+	}
+	if dl.State == mailer.DeliveryRetrying {
+		conditions.Set(obj, metav1.Condition{
+			Type: infrav1.EmailDeliveredCondition, Status: metav1.ConditionUnknown, Reason: infrav1.DeliveryRetryingReason,
+			Message: fmt.Sprintf("a delivery attempt failed temporarily at %s and Mailgun retries: %s", dl.At.Format(time.RFC3339), dl.Detail),
+		})
+	}
+	return ctrl.Result{RequeueAfter: next}, nil
+}
+
+// deliveryFinal reports whether an EmailDelivered reason is final: one of
+// the outcomes above, or tracking gave up.
+func deliveryFinal(reason string) bool {
+	if reason == infrav1.DeliveryTrackingExpiredReason {
+		return true
+	}
+	for _, o := range deliveryOutcomes {
+		if o.reason == reason {
+			return true
+		}
+	}
+	return false
+}
+
+// setDeliveryPending starts following the delivery of a newly accepted email.
+func setDeliveryPending(obj Object, id string) {
+	conditions.Set(obj, metav1.Condition{
+		Type: infrav1.EmailDeliveredCondition, Status: metav1.ConditionUnknown, Reason: infrav1.DeliveryPendingReason,
+		Message: fmt.Sprintf("waiting for Mailgun to deliver %s", id),
+	})
+}

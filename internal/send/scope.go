@@ -1,0 +1,143 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package send
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
+)
+
+// Scope is one reconcile's view of an object, and what the apiserver last
+// confirmed of it.
+type Scope[T Object] struct {
+	client client.Client
+	// Object is the object as the reconcile changes it.
+	Object T
+	// before is the object as the apiserver last confirmed it; Patch sends
+	// the difference.
+	before T
+}
+
+// NewScope starts a reconcile of obj, as read.
+func NewScope[T Object](obj T, c client.Client) *Scope[T] {
+	return &Scope[T]{client: c, Object: obj, before: deepCopy(obj)}
+}
+
+func deepCopy[T Object](obj T) T {
+	return obj.DeepCopyObject().(T)
+}
+
+// objectMeta is obj's metadata; every API type embeds metav1.ObjectMeta.
+func objectMeta(obj Object) *metav1.ObjectMeta {
+	return obj.(metav1.ObjectMetaAccessor).GetObjectMeta().(*metav1.ObjectMeta)
+}
+
+// Patch persists the changes made during the reconcile in at most two
+// writes: metadata first, then the whole status, conditions included.
+// (Cluster API's patch helper writes conditions separately, a third write
+// per change.)
+//
+// The metadata write is a merge patch, so that it touches only what this
+// reconcile changed. The status is ours alone and is written whole, as an
+// update locked to the version last confirmed: a reconcile working from a
+// stale cache must fail and retry rather than wipe conditions written
+// meanwhile. An update is cheaper than a locked merge patch for the
+// apiserver and for us (no patch to compute or apply), which matters
+// because writes are what a busy control plane limits (docs/performance.md).
+func (s *Scope[T]) Patch(ctx context.Context) error {
+	obj := s.Object
+	// Once the last finalizer goes, the object disappears with the write.
+	deleted := !obj.GetDeletionTimestamp().IsZero() && len(obj.GetFinalizers()) == 0
+
+	if !equality.Semantic.DeepEqual(objectMeta(s.before), objectMeta(obj)) {
+		after := deepCopy(s.before)
+		objectMeta(obj).DeepCopyInto(objectMeta(after))
+		if err := s.client.Patch(ctx, after, client.MergeFrom(s.before)); err != nil {
+			if deleted && apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("patching metadata: %w", err)
+		}
+		// Lock the status write to the version this write produced.
+		objectMeta(after).DeepCopyInto(objectMeta(s.before))
+		obj.SetResourceVersion(after.GetResourceVersion())
+	}
+	if deleted || s.statusUnchanged() {
+		return nil
+	}
+	after := deepCopy(obj)
+	after.SetResourceVersion(s.before.GetResourceVersion())
+	if err := s.client.Status().Update(ctx, after); err != nil {
+		return fmt.Errorf("updating status: %w", err)
+	}
+	return nil
+}
+
+// statusUnchanged reports whether the object differs from what the
+// apiserver last confirmed only in metadata (the reconcile changes no spec).
+func (s *Scope[T]) statusUnchanged() bool {
+	obj := deepCopy(s.Object)
+	objectMeta(s.before).DeepCopyInto(objectMeta(obj))
+	obj.GetObjectKind().SetGroupVersionKind(s.before.GetObjectKind().GroupVersionKind())
+	return equality.Semantic.DeepEqual(s.before, obj)
+}
+
+// recordAttempt durably records, before a send, the Message-Id, the claim
+// of the attempt and the Mailgun domain it is made with, the object they
+// belong to and the finalizer, in one write.
+func (s *Scope[T]) recordAttempt(ctx context.Context, finalizer, messageID, claim, domain string) error {
+	err := s.patchMetadata(ctx, func(obj T) {
+		controllerutil.AddFinalizer(obj, finalizer)
+		ann := obj.GetAnnotations()
+		ann[infrav1.MessageIDAnnotation] = messageID
+		ann[infrav1.SendAttemptedAtAnnotation] = claim
+		ann[infrav1.SendDomainAnnotation] = domain
+		ann[infrav1.SentForAnnotation] = sentFor(obj)
+	})
+	if err != nil {
+		return fmt.Errorf("recording the send attempt before sending: %w", err)
+	}
+	return nil
+}
+
+// patchMetadata writes a metadata change at once, with optimistic locking so
+// that it fails if our copy is stale, e.g. when the cache has not yet seen
+// the record of an earlier successful send. Status changes made so far stay
+// pending for the final patch.
+func (s *Scope[T]) patchMetadata(ctx context.Context, mutate func(T)) error {
+	changed := deepCopy(s.Object)
+	if changed.GetAnnotations() == nil {
+		changed.SetAnnotations(map[string]string{})
+	}
+	mutate(changed)
+	if err := s.client.Patch(ctx, changed, client.MergeFromWithOptions(s.Object, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	// changed now holds what the apiserver stored, including the persisted
+	// status; diff later changes against it.
+	s.before = deepCopy(changed)
+	objectMeta(changed).DeepCopyInto(objectMeta(s.Object))
+	return nil
+}

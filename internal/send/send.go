@@ -1,0 +1,140 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package send carries out, for any kind of object, the exactly-once send
+// of its request email: the send record kept in the object's annotations,
+// the driver that performs the steps internal/sendprotocol decides, the
+// fence before a send, resend requests, copied records, delivery tracking
+// and what is remembered per object between reconciles.
+//
+// A kind (MailgunCluster, ...) plugs in through Kind: its Message-Id
+// prefix, finalizer, the email it sends and the status fields that record
+// acceptance. The reconcilers in controllers/ decide when an object may
+// send (its owner, pausing, deletion) and hand it to a Driver.
+package send
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/metrics"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/sendprotocol"
+)
+
+// Mailer sends request emails and looks them up; *mailer.Client implements it.
+type Mailer interface {
+	Send(ctx context.Context, r mailer.Request) (string, error)
+	WasAccepted(ctx context.Context, messageID string) (bool, error)
+	Delivery(ctx context.Context, messageID string) (mailer.Delivery, error)
+}
+
+// CredentialsVerifier checks, with Mailgun, that the API key, domain and
+// region fit together; errors are *mailer.SendError.
+type CredentialsVerifier interface {
+	Verify(ctx context.Context, settings mailer.Settings) error
+}
+
+// SettingsSource gives the Mailgun settings an object sends with: its
+// MailgunClusterIdentity's, or the operator-wide ones, or what the user
+// must fix first; config.Settings implements it.
+type SettingsSource interface {
+	For(ctx context.Context, namespace string, ref *infrav1.MailgunClusterIdentityReference) (mailer.Settings, *config.Unusable, error)
+}
+
+// Lease reports until when this replica holds its leader election lease
+// with time to spare, so that no successor can be sending meanwhile, or
+// why it does not.
+type Lease interface {
+	Held() (until time.Time, err error)
+}
+
+// Sender is what sending needs, shared by the drivers of every kind.
+type Sender struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+	Settings SettingsSource
+	// NewMailer returns a Mailer for the given settings.
+	NewMailer func(mailer.Settings) Mailer
+	Metrics   *metrics.Metrics
+
+	// Protocol decides when to claim, send, look up and wait.
+	Protocol sendprotocol.Protocol
+
+	// Credentials, if set, is consulted before sending.
+	Credentials CredentialsVerifier
+
+	// APIReader reads the live object, past the cache, right before a send
+	// to check that its claim is still this replica's.
+	APIReader client.Reader
+	// Lease, if set (leader election on), must be held before a send.
+	Lease Lease
+
+	// DeliveryPollInterval is the first interval between looks at Mailgun's
+	// events for the delivery of an accepted email; it grows with the age of
+	// the email up to 40 times this value.
+	DeliveryPollInterval time.Duration
+
+	// DeliveryTrackingTimeout is how long after acceptance delivery is
+	// followed before giving up.
+	DeliveryTrackingTimeout time.Duration
+}
+
+// Object is an object that causes exactly one request email: its
+// conditions carry EmailSent, Ready and EmailDelivered.
+type Object interface {
+	client.Object
+	conditions.Setter
+}
+
+// Kind is what the send path needs to know of one kind of object.
+type Kind[T Object] struct {
+	// Name is the kind's name in messages, e.g. "MailgunCluster".
+	Name string
+	// MessageIDPrefix starts the local part of the kind's Message-Ids,
+	// e.g. "mailguncluster" in <mailguncluster.UID@domain>.
+	MessageIDPrefix string
+	// Finalizer is added with the first claim.
+	Finalizer string
+	// Email is the request email obj sends with messageID.
+	Email func(obj T, messageID string) mailer.Request
+	// StatusMessageID points at obj's status.messageID: written on
+	// acceptance, cleared with a copied record, and read as the record of
+	// objects written before the send record existed.
+	StatusMessageID func(obj T) *string
+	// SetProvisioned marks obj's infrastructure provisioned: its email was
+	// accepted.
+	SetProvisioned func(obj T)
+}
+
+// Driver sends the request emails of one kind of object; it keeps what it
+// remembers per object between reconciles.
+type Driver[T Object] struct {
+	Sender
+	Kind   Kind[T]
+	memory memory
+}
+
+// NewDriver returns the driver for kind.
+func NewDriver[T Object](s Sender, kind Kind[T]) *Driver[T] {
+	return &Driver[T]{Sender: s, Kind: kind}
+}
