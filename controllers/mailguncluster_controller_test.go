@@ -769,12 +769,12 @@ func TestTemplateSpecIsImmutable(t *testing.T) {
 // writeCounter counts the manager's writes to MailgunClusters.
 type writeCounter struct {
 	client.Client
-	writes atomic.Int64
+	patches, statusWrites atomic.Int64
 }
 
 func (c *writeCounter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 	if _, ok := obj.(*infrav1.MailgunCluster); ok {
-		c.writes.Add(1)
+		c.patches.Add(1)
 	}
 	return c.Client.Patch(ctx, obj, patch, opts...)
 }
@@ -790,51 +790,90 @@ type statusCounter struct {
 
 func (s *statusCounter) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
 	if _, ok := obj.(*infrav1.MailgunCluster); ok {
-		s.c.writes.Add(1)
+		s.c.statusWrites.Add(1)
 	}
 	return s.SubResourceWriter.Update(ctx, obj, opts...)
 }
 
-// TestOutageIsBounded: while Mailgun answers every request with 503 (sends,
-// event lookups and domain checks), one MailgunCluster costs a bounded
-// number of Mailgun calls, object writes and events: the capped backoff
-// holds although the object's own writes trigger reconciles. (Before, one
-// object made tens of thousands of requests in minutes.) When Mailgun comes
-// back it sends exactly once.
+// TestOutageIsBounded: while Mailgun fails every request one way (5xx,
+// 429 without a retry hint, connection refused), one MailgunCluster costs
+// a bounded number of Mailgun calls, object writes and events: one backoff
+// for every class, kept until an acceptance, holds although the object's
+// own writes trigger reconciles, and a retry that fails as the last one did
+// writes no status. (Before, a refused connection or a bare 429 cost about
+// a call and three writes a second.) When Mailgun comes back it sends
+// exactly once.
 func TestOutageIsBounded(t *testing.T) {
-	const outage, maxBackoff = 20 * time.Second, 2 * time.Second
-	h := newHarness(t)
-	wc := &writeCounter{}
-	h.failWhileMailgunDown()
-	h.mailgunDown.Store(true)
-	h.startManager(func(o *operator.Options) {
-		o.MaxBackoff = maxBackoff
-		o.WrapClient = func(c client.Client) client.Client { wc.Client = c; return wc }
-	})
-	h.createOwned("outage")
-	time.Sleep(outage)
-	sends, lookups := h.fake.Requests()
-	domains := h.fake.DomainRequests()
-	writes := wc.writes.Load()
-	events := len(h.events("outage"))
-	t.Logf("in a %s outage: %d sends, %d event lookups, %d domain checks, %d object writes, %d events", outage, sends, lookups, domains, writes, events)
-	// Backoff 1s, then 2s (the cap): at most outage/1s+1 Mailgun calls in
-	// all, whichever kind; the first send's 503 may mean it was queued, so
-	// no second send.
-	calls := sends + lookups + domains
-	if calls > int(outage/time.Second)+1 || sends > 1 {
-		t.Errorf("%d Mailgun calls (%d sends), want at most %d and 1 send", calls, sends, int(outage/time.Second)+1)
+	const outage, maxBackoff = 14 * time.Second, 2 * time.Second
+	status := func(code int, header http.Header) func(*harness) {
+		return func(h *harness) {
+			h.fake.SetFaultFunc(func(string) *mailgunfake.Fault {
+				if h.mailgunDown.Load() {
+					return &mailgunfake.Fault{Kind: mailgunfake.Status, Status: code, Header: header, Body: `{"message":"outage"}`}
+				}
+				return nil
+			})
+		}
 	}
-	// At most one status write per failed call (the condition says when
-	// the next try is), plus the claim and the finalizer; an event only
-	// when the reason changes.
-	if writes > int64(calls)+2 || events > 3 {
-		t.Errorf("%d object writes and %d events, want at most %d and 3", writes, events, calls+2)
+	tests := []struct {
+		name string
+		// fail makes Mailgun fail while h.mailgunDown is set.
+		fail func(*harness)
+		// refused means the send is refused: it may be tried again, each
+		// attempt a claim and its removal; else the first send may have
+		// been queued and is only looked up.
+		refused bool
+	}{
+		{name: "503", fail: status(503, nil)},
+		{name: "429 without Retry-After or X-RateLimit-Reset", fail: status(429, nil), refused: true},
+		{name: "429 with Retry-After 1", fail: status(429, http.Header{"Retry-After": {"1"}}), refused: true},
+		{name: "connection refused", refused: true, fail: func(h *harness) {
+			if err := h.fake.RefuseConnections(true); err != nil {
+				h.t.Fatal(err)
+			}
+		}},
 	}
-	h.mailgunDown.Store(false)
-	h.waitForAccepted("outage", 30*time.Second)
-	if n := len(h.emailsFor("outage")); n != 1 {
-		t.Errorf("got %d emails, want exactly 1", n)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			wc := &writeCounter{}
+			h.mailgunDown.Store(true)
+			tt.fail(h)
+			h.startManager(func(o *operator.Options) {
+				o.MaxBackoff = maxBackoff
+				o.WrapClient = func(c client.Client) client.Client { wc.Client = c; return wc }
+			})
+			h.createOwned("outage")
+			time.Sleep(outage)
+			sends, lookups := h.fake.Requests()
+			domains := h.fake.DomainRequests()
+			patches, statusWrites := wc.patches.Load(), wc.statusWrites.Load()
+			events := len(h.events("outage"))
+			t.Logf("in a %s outage: %d sends, %d event lookups, %d domain checks, %d metadata patches, %d status writes, %d events",
+				outage, sends, lookups, domains, patches, statusWrites, events)
+			// Backoff 1s, then 2s (the cap): about outage/2s+2 attempts.
+			// A refused connection reaches no handler, so count the
+			// attempts by the claims written instead.
+			attempts := int64(outage/maxBackoff) + 3
+			calls := int64(sends + lookups + domains)
+			if calls > attempts+1 || (!tt.refused && sends > 1) {
+				t.Errorf("%d Mailgun calls (%d sends), want at most %d and, when a send may have been queued, 1 send", calls, sends, attempts+1)
+			}
+			// A claim and its removal per refused attempt; the status only
+			// when the condition changes (a few times), and an event with
+			// it.
+			if patches > 2*attempts || statusWrites > 3 || events > 3 {
+				t.Errorf("%d metadata patches, %d status writes and %d events, want at most %d, 3 and 3", patches, statusWrites, events, 2*attempts)
+			}
+			h.mailgunDown.Store(false)
+			if err := h.fake.RefuseConnections(false); err != nil {
+				t.Fatal(err)
+			}
+			h.waitForAccepted("outage", 30*time.Second)
+			if n := len(h.emailsFor("outage")); n != 1 {
+				t.Errorf("got %d emails, want exactly 1", n)
+			}
+			h.noErrorLogged()
+		})
 	}
-	h.noErrorLogged()
 }

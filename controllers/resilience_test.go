@@ -110,8 +110,14 @@ func (s *faultyStatus) Update(ctx context.Context, obj client.Object, opts ...cl
 	return s.SubResourceWriter.Update(ctx, obj, opts...)
 }
 
+// TestFailedRecordWritesDoNotCauseASecondEmail: when writing the record of
+// an accepted email fails, the process keeps the accepted ID until the
+// record is written. Mailgun's events lag (here for longer than the
+// settle time), so a lookup would find nothing and the email would go out
+// again.
 func TestFailedRecordWritesDoNotCauseASecondEmail(t *testing.T) {
 	h := newHarness(t)
+	h.fake.SetEventLag(time.Hour)
 	fc := &faultyClient{failRecord: 2, failStatus: 3}
 	h.startManager(func(o *operator.Options) {
 		o.WrapClient = func(c client.Client) client.Client { fc.Client = c; return fc }
@@ -188,7 +194,7 @@ func (h *harness) startBinary(extraArgs ...string) *process {
 		"--health-probe-bind-address=" + healthAddr,
 		"--namespace=" + h.ns,
 		"--config-namespace=" + h.ns,
-		"--send-settle-time=2s",
+		"--mailgun-timeout=1s", "--send-settle-time=2s",
 		"--mailgun-recheck-interval=1s",
 		"--zap-log-level=debug",
 	}, extraArgs...)
@@ -211,7 +217,9 @@ func TestCrashBetweenSendAndRecordSendsOnce(t *testing.T) {
 	// Mailgun accepts the message but the reply never arrives before the
 	// process dies.
 	h.fake.FailSends(mailgunfake.Fault{Kind: mailgunfake.AcceptAndHang})
-	p := h.startBinary("--mailgun-timeout=1m")
+	// The send hangs for the timeout, long enough to be killed in; the
+	// settle time must outlast it (Validate).
+	p := h.startBinary("--mailgun-timeout=1m", "--send-settle-time=2m")
 	h.createOwned("crash")
 
 	h.eventually(60*time.Second, "Mailgun to accept the email", func() (bool, string) {
@@ -340,6 +348,9 @@ func TestLeaderElectionLetsOneReplicaSend(t *testing.T) {
 		stops = append(stops, h.startManager(func(o *operator.Options) {
 			o.LeaderElect = true
 			o.LeaderElectionID = "capmg-" + h.ns
+			// The settle time must outlast a send's timeout plus the
+			// renew deadline (Validate).
+			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 4*time.Second, time.Second, 500*time.Millisecond
 			logger := zap.New(zap.WriteTo(io.MultiWriter(logs, h.logs)), zap.UseDevMode(true))
 			o.Logger = &logger
 		}))

@@ -206,14 +206,56 @@ func TestPoolReusesConnectionsAcrossClients(t *testing.T) {
 	}
 }
 
-func TestSendToClosedPortIsUnreachable(t *testing.T) {
+// TestRefusedConnectionIsUnreachable: Mailgun refusing connections (egress
+// blocked, a wrong host) fails every call as Unreachable, also for a
+// client that kept a connection open, and calls succeed once it listens
+// again.
+func TestRefusedConnectionIsUnreachable(t *testing.T) {
 	fake := mailgunfake.Start(domain, apiKey)
-	base := fake.APIBase()
-	fake.Close()
-	c := mailer.New(mailer.Settings{Domain: domain, APIKey: apiKey, Recipient: recipient, APIBase: base}, time.Second)
-	_, err := c.Send(context.Background(), request("<x@mg.example.com>"))
-	if se := mailer.AsSendError(err); se.Class != mailer.ClassUnreachable {
-		t.Errorf("class = %s, want Unreachable: a refused connection proves nothing was sent (%v)", se.Class, err)
+	defer fake.Close()
+	c := newClient(t, fake, apiKey)
+	ctx := context.Background()
+	if _, err := c.Send(ctx, request("<before@mg.example.com>")); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if err := fake.RefuseConnections(true); err != nil {
+		t.Fatal(err)
+	}
+	_, sendErr := c.Send(ctx, request("<during@mg.example.com>"))
+	_, lookupErr := c.WasAccepted(ctx, "<before@mg.example.com>")
+	for what, err := range map[string]error{"send": sendErr, "lookup": lookupErr} {
+		if se := mailer.AsSendError(err); err == nil || se.Class != mailer.ClassUnreachable {
+			t.Errorf("%s while refusing: %v, want class Unreachable: a refused connection proves nothing was sent", what, err)
+		}
+	}
+	if err := fake.RefuseConnections(false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Send(ctx, request("<after@mg.example.com>")); err != nil {
+		t.Errorf("Send after the fake listens again: %v", err)
+	}
+	if n := len(fake.Messages()); n != 2 {
+		t.Errorf("%d messages accepted, want 2", n)
+	}
+}
+
+// TestEventsLag: the fake shows a message in its events only after the
+// lag Mailgun's events have.
+func TestEventsLag(t *testing.T) {
+	fake := mailgunfake.Start(domain, apiKey)
+	defer fake.Close()
+	fake.SetEventLag(300 * time.Millisecond)
+	c := newClient(t, fake, apiKey)
+	ctx := context.Background()
+	if _, err := c.Send(ctx, request("<lagging@mg.example.com>")); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if found, err := c.WasAccepted(ctx, "<lagging@mg.example.com>"); err != nil || found {
+		t.Errorf("WasAccepted right after the send = %v, %v; want false: the events lag", found, err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if found, err := c.WasAccepted(ctx, "<lagging@mg.example.com>"); err != nil || !found {
+		t.Errorf("WasAccepted after the lag = %v, %v; want true", found, err)
 	}
 }
 

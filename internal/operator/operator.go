@@ -157,7 +157,7 @@ func DefaultOptions() Options {
 		SecretName:             envOr(EnvSecretName, config.DefaultSecretName),
 		ConfigMapName:          envOr(EnvConfigMapName, config.DefaultConfigMapName),
 		MailgunTimeout:         30 * time.Second,
-		SettleTime:             2 * time.Minute,
+		SettleTime:             35 * time.Minute,
 		RecheckInterval:        5 * time.Minute,
 		MaxBackoff:             5 * time.Minute,
 		MailgunQPS:             20,
@@ -204,7 +204,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"ConfigMap holding mailgun_domain, mail_recipient and mailgun_api_base.")
 	fs.DurationVar(&o.MailgunTimeout, "mailgun-timeout", o.MailgunTimeout, "Timeout of each call to the Mailgun API.")
 	fs.DurationVar(&o.SettleTime, "send-settle-time", o.SettleTime,
-		"After a send attempt that got no answer, how long to look for the message in Mailgun's events before sending again.")
+		"After a send attempt that got no answer, how long to look for the message in Mailgun's events before sending again. "+
+			"Mailgun's events can lag by up to about 30 minutes; a shorter time risks a second email. "+
+			"Must be longer than --mailgun-timeout (plus --leader-elect-renew-deadline with --leader-elect).")
 	fs.DurationVar(&o.RecheckInterval, "mailgun-recheck-interval", o.RecheckInterval,
 		"How long to wait before retrying after Mailgun refused the credentials or recipient.")
 	fs.DurationVar(&o.MaxBackoff, "mailgun-max-backoff", o.MaxBackoff,
@@ -237,7 +239,22 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--mailgun-timeout, --send-settle-time, --mailgun-recheck-interval, --mailgun-max-backoff, --delivery-poll-interval, " +
 			"--delivery-tracking-timeout and --credentials-check-interval must be positive")
 	}
+	if in := o.sendInFlight(); o.SettleTime <= in {
+		return fmt.Errorf("--send-settle-time (%s) must be longer than a send can be in flight after its claim, %s "+
+			"(--mailgun-timeout, plus --leader-elect-renew-deadline with --leader-elect): else a send still on its way "+
+			"is not yet in Mailgun's events when the settle time ends, and the email goes out twice", o.SettleTime, in)
+	}
 	return nil
+}
+
+// sendInFlight is how long after its claim a send may still be writing to
+// Mailgun: its timeout and, with leader election, the lease's write
+// deadline, which can fall up to a renew deadline after the claim.
+func (o *Options) sendInFlight() time.Duration {
+	if o.LeaderElect {
+		return o.MailgunTimeout + o.RenewDeadline
+	}
+	return o.MailgunTimeout
 }
 
 // ownNamespace is the namespace the operator runs in: POD_NAMESPACE (set

@@ -19,6 +19,7 @@ package operator_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
@@ -68,6 +69,12 @@ func TestValidateRejects(t *testing.T) {
 		{"zero timeout", func(o *operator.Options) { o.MailgunTimeout = 0 }, "must be positive"},
 		{"negative request rate", func(o *operator.Options) { o.MailgunQPS = -1 }, "--mailgun-qps"},
 		{"request rate without a burst", func(o *operator.Options) { o.MailgunBurst = 0 }, "--mailgun-burst"},
+		{"settle time within the send timeout", func(o *operator.Options) {
+			o.MailgunTimeout, o.SettleTime = 30*time.Second, 30*time.Second
+		}, "--send-settle-time (30s) must be longer than"},
+		{"settle time within the send timeout and the lease's write deadline", func(o *operator.Options) {
+			o.LeaderElect, o.MailgunTimeout, o.RenewDeadline, o.SettleTime = true, 30*time.Second, 10*time.Second, 39*time.Second
+		}, "must be longer than a send can be in flight after its claim, 40s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -90,7 +90,7 @@ func (d *Driver[T]) EnsureSent(ctx context.Context, s *Scope[T], identity *infra
 		messageID = d.Kind.messageID(obj.GetUID(), settings.Domain)
 	}
 
-	return d.apply(ctx, obj, d.runProtocol(ctx, s, settings, messageID))
+	return d.apply(ctx, obj, messageID, d.runProtocol(ctx, s, settings, messageID))
 }
 
 // Finish ends a reconcile: it patches the scope's object and folds the
@@ -168,15 +168,21 @@ func (d *Driver[T]) runProtocol(ctx context.Context, s *Scope[T], settings maile
 	obj := s.Object
 	mem := d.memory.load(obj)
 	key := holdKey(obj, settings)
+	if mem.holdKey != key {
+		// A change of the spec or the settings ends the hold and starts
+		// the backoff over: the user may have fixed what failed.
+		mem.hold, mem.failures = nil, 0
+	}
 	in := sendprotocol.Input{
 		Record:      sendRecord(obj, messageID),
 		Now:         time.Now(),
 		ClaimUnsent: mem.unsentClaim != "" && mem.unsentClaim == obj.GetAnnotations()[infrav1.SendAttemptedAtAnnotation],
 		Failures:    mem.failures,
+		Hold:        mem.hold,
 		Verify:      d.Credentials != nil,
 	}
-	if mem.holdKey == key {
-		in.Hold = mem.hold
+	if mem.accepted.messageID == messageID {
+		in.KnownAccepted = mem.accepted.id
 	}
 	steps := steps[T]{d: d, s: s, m: d.NewMailer(settings), settings: settings, messageID: messageID, mem: &mem}
 	dec := d.Protocol.Decide(in)
@@ -307,7 +313,7 @@ func (st steps[T]) fence(ctx context.Context) (context.Context, error) {
 // apply writes the protocol's final decision onto the object, reports it
 // (an event and a log line only when the condition changes, so that an
 // outage costs a bounded number of them) and returns the result.
-func (d *Driver[T]) apply(ctx context.Context, obj T, dec sendprotocol.Decision) (ctrl.Result, error) {
+func (d *Driver[T]) apply(ctx context.Context, obj T, messageID string, dec sendprotocol.Decision) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	if dec.Err != nil {
 		return ctrl.Result{}, dec.Err
@@ -328,7 +334,7 @@ func (d *Driver[T]) apply(ctx context.Context, obj T, dec sendprotocol.Decision)
 	if dec.Accept != "" {
 		log.Info("Mailgun accepted the request email", "messageID", dec.Accept)
 		d.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, infrav1.EmailSentCondition, "SendEmail", "%s", dec.Condition.Message)
-		return d.newlyAccepted(obj, dec.Accept), nil
+		return d.newlyAccepted(obj, messageID, dec.Accept), nil
 	}
 	if c := dec.Condition; c != nil {
 		before := conditions.GetReason(obj, infrav1.EmailSentCondition)
@@ -342,8 +348,9 @@ func (d *Driver[T]) apply(ctx context.Context, obj T, dec sendprotocol.Decision)
 }
 
 // newlyAccepted records an email Mailgun just accepted, or was just found
-// to have accepted, and schedules the first look at its delivery.
-func (d *Driver[T]) newlyAccepted(obj T, id string) ctrl.Result {
+// to have accepted, under Message-Id messageID, and schedules the first
+// look at its delivery.
+func (d *Driver[T]) newlyAccepted(obj T, messageID, id string) ctrl.Result {
 	d.Kind.markAccepted(obj, id)
 	// A resend request made while this email was pending is answered by it.
 	ann := obj.GetAnnotations()
@@ -351,7 +358,14 @@ func (d *Driver[T]) newlyAccepted(obj T, id string) ctrl.Result {
 		ann[infrav1.ResendHandledAnnotation] = req
 	}
 	setDeliveryPending(obj, id)
-	d.memory.store(obj, objectMemory{nextDeliveryPoll: time.Now().Add(d.DeliveryPollInterval)})
+	// Until the record of the acceptance is written (this reconcile's
+	// patch may fail), only memory knows of it: Mailgun's events can take
+	// many minutes to show the message, and a lookup that finds nothing
+	// before the settle time ends would send again.
+	d.memory.store(obj, objectMemory{
+		nextDeliveryPoll: time.Now().Add(d.DeliveryPollInterval),
+		accepted:         acceptance{messageID: messageID, id: id},
+	})
 	return ctrl.Result{RequeueAfter: d.DeliveryPollInterval}
 }
 

@@ -30,14 +30,16 @@ import (
 
 // objectMemory is what a driver keeps in memory per object between
 // reconciles. It is not kept across restarts, which at most costs one call
-// to Mailgun or one settle wait.
+// to Mailgun or one settle wait (--send-settle-time covers the lag of
+// Mailgun's events for an acceptance only memory knew of).
 type objectMemory struct {
 	// hold pauses calls to Mailgun, so that the update events of our own
 	// writes do not cause immediate retries; holdKey is the generation and
 	// settings it applies to: a change ends it early.
 	hold    *sendprotocol.Hold
 	holdKey string
-	// failures counts consecutive failed Mailgun calls, for the backoff.
+	// failures counts failed Mailgun calls since the last acceptance or
+	// change (holdKey), for the backoff.
 	failures int
 	// unsentClaim is a claim this process wrote (or tried to) and knows no
 	// message went out under.
@@ -47,6 +49,15 @@ type objectMemory struct {
 	nextDeliveryPoll time.Time
 	// refusedResend is the last resend request value reported as invalid.
 	refusedResend string
+	// accepted is the last acceptance this process saw, kept after the
+	// record is written; it matters until then.
+	accepted acceptance
+}
+
+// acceptance is an email Mailgun accepted: the Message-Id it was sent
+// with, and the ID Mailgun returned.
+type acceptance struct {
+	messageID, id string
 }
 
 func holdKey(obj Object, s mailer.Settings) string {

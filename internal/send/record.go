@@ -90,15 +90,32 @@ func (k Kind[T]) checkSendRecord(obj T) (recordVerdict, string) {
 	return recordOwn, ""
 }
 
+// recordAnnotations are the annotations of the send record.
+var recordAnnotations = []string{
+	infrav1.SentForAnnotation, infrav1.MessageIDAnnotation, infrav1.SendAttemptedAtAnnotation, infrav1.SendDomainAnnotation,
+	infrav1.AcceptedMessageIDAnnotation, infrav1.MessageIDHistoryAnnotation, infrav1.ResendHandledAnnotation,
+}
+
+// sendRecordChanged reports whether after's send record differs from
+// before's.
+func sendRecordChanged(before, after Object) bool {
+	a, b := before.GetAnnotations(), after.GetAnnotations()
+	for _, k := range recordAnnotations {
+		va, oka := a[k]
+		vb, okb := b[k]
+		if va != vb || oka != okb {
+			return true
+		}
+	}
+	return false
+}
+
 // dropCopiedRecord removes a send record copied from another object. A
 // copied resend request counts as handled: the copy's first email answers
 // it.
 func dropCopiedRecord(obj Object) {
 	ann := obj.GetAnnotations()
-	for _, k := range []string{
-		infrav1.SentForAnnotation, infrav1.MessageIDAnnotation, infrav1.SendAttemptedAtAnnotation, infrav1.SendDomainAnnotation,
-		infrav1.AcceptedMessageIDAnnotation, infrav1.MessageIDHistoryAnnotation, infrav1.ResendHandledAnnotation,
-	} {
+	for _, k := range recordAnnotations {
 		delete(ann, k)
 	}
 	if req, ok := ann[infrav1.ResendRequestAnnotation]; ok && resendValueProblem(req) == "" {

@@ -60,7 +60,8 @@ func objectMeta(obj Object) *metav1.ObjectMeta {
 // per change.)
 //
 // The metadata write is a merge patch, so that it touches only what this
-// reconcile changed. The status is ours alone and is written whole, as an
+// reconcile changed, locked to the version read when it changes the send
+// record. The status is ours alone and is written whole, as an
 // update locked to the version last confirmed: a reconcile working from a
 // stale cache must fail and retry rather than wipe conditions written
 // meanwhile. An update is cheaper than a locked merge patch for the
@@ -74,7 +75,14 @@ func (s *Scope[T]) Patch(ctx context.Context) error {
 	if !equality.Semantic.DeepEqual(objectMeta(s.before), objectMeta(obj)) {
 		after := deepCopy(s.before)
 		objectMeta(obj).DeepCopyInto(objectMeta(after))
-		if err := s.client.Patch(ctx, after, client.MergeFrom(s.before)); err != nil {
+		var opts []client.MergeFromOption
+		if sendRecordChanged(s.before, obj) {
+			// Removing or replacing a claim or a record is only right
+			// for the version it was read from: a deposed leader's
+			// delayed write must not remove its successor's claim.
+			opts = append(opts, client.MergeFromWithOptimisticLock{})
+		}
+		if err := s.client.Patch(ctx, after, client.MergeFromWithOptions(s.before, opts...)); err != nil {
 			if deleted && apierrors.IsNotFound(err) {
 				return nil
 			}

@@ -152,3 +152,63 @@ func TestScopeWrites(t *testing.T) {
 		})
 	}
 }
+
+// TestStaleRecordWritesAreRefused: a reconcile that read the object before
+// someone else changed its send record (a successor leader's new claim)
+// must not remove or replace the record with its delayed final patch: its
+// own claim is gone, and removing the successor's would let the next
+// reconcile send again.
+func TestStaleRecordWritesAreRefused(t *testing.T) {
+	claimA := sendprotocol.ClaimValue(time.Now().Add(-time.Minute), "deposed")
+	claimB := sendprotocol.ClaimValue(time.Now(), "successor")
+	tests := []struct {
+		name string
+		// change is what the deposed leader's reconcile does to its copy.
+		change       func(obj *infrav1.MailgunCluster)
+		wantConflict bool
+	}{
+		{"clearing its claim after a refusal", func(obj *infrav1.MailgunCluster) {
+			delete(obj.Annotations, infrav1.SendAttemptedAtAnnotation)
+		}, true},
+		{"recording an acceptance", func(obj *infrav1.MailgunCluster) { testKind.markAccepted(obj, "<accepted@example.com>") }, true},
+		{"a change outside the send record", func(obj *infrav1.MailgunCluster) { obj.Labels = map[string]string{"touched": "yes"} }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			scheme := runtime.NewScheme()
+			if err := infrav1.AddToScheme(scheme); err != nil {
+				t.Fatal(err)
+			}
+			mc := &infrav1.MailgunCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "mc", Annotations: map[string]string{
+				infrav1.MessageIDAnnotation: "<mailguncluster.uid@example.com>", infrav1.SendAttemptedAtAnnotation: claimA,
+			}}}
+			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(mc).WithStatusSubresource(mc).Build()
+			deposed := &infrav1.MailgunCluster{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(mc), deposed); err != nil {
+				t.Fatal(err)
+			}
+			s := NewScope(deposed.DeepCopy(), c)
+
+			// The successor claims while the deposed leader is frozen.
+			successor := deposed.DeepCopy()
+			successor.Annotations[infrav1.SendAttemptedAtAnnotation] = claimB
+			if err := c.Update(ctx, successor); err != nil {
+				t.Fatal(err)
+			}
+
+			tt.change(s.Object)
+			err := s.Patch(ctx)
+			if apierrors.IsConflict(err) != tt.wantConflict {
+				t.Fatalf("patch error %v, want conflict %v", err, tt.wantConflict)
+			}
+			got := &infrav1.MailgunCluster{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(mc), got); err != nil {
+				t.Fatal(err)
+			}
+			if claim := got.Annotations[infrav1.SendAttemptedAtAnnotation]; claim != claimB {
+				t.Errorf("live claim %q, want the successor's %q", claim, claimB)
+			}
+		})
+	}
+}

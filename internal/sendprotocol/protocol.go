@@ -29,9 +29,11 @@ limitations under the License.
 //	OutcomeUnknown --not found after the settle time--> NotClaimed (send again)
 //
 // A claim found at the start of a reconcile is OutcomeUnknown unless this
-// process knows it never sent with it. Between Mailgun calls the object is
-// OnHold: reconciles caused by its own writes do not call Mailgun again
-// before the hold ends, which is what bounds the request rate in an outage.
+// process knows it never sent with it, or that Mailgun accepted it. Between
+// Mailgun calls the object is OnHold: reconciles caused by its own writes
+// do not call Mailgun again before the hold ends. The hold grows with one
+// failure count for every class of failure, kept until an acceptance, which
+// is what bounds the request and write rates in any outage.
 //
 // The package knows nothing of the object's kind: the caller maps its
 // fields to a Record and applies the Decision's writes and condition.
@@ -153,10 +155,16 @@ type Input struct {
 	// Record.Claim (its claim write failed before the send, or Mailgun
 	// refused the send), so there is nothing to wait for.
 	ClaimUnsent bool
-	// Failures is the number of consecutive failed Mailgun calls.
+	// Failures is the number of failed Mailgun calls since the last
+	// acceptance, or since the spec or the settings last changed.
 	Failures int
-	// Verify means check the credentials before claiming.
+	// Verify means check the credentials before the first attempt.
 	Verify bool
+	// KnownAccepted is the ID Mailgun returned, to this process, for a
+	// send with Record.MessageID whose record has not been written yet
+	// (the write failed or its answer was lost). Mailgun's events may not
+	// show the message for many minutes, so a lookup is no substitute.
+	KnownAccepted string
 }
 
 // Condition is what the object's condition should say; Status is "True",
@@ -184,7 +192,7 @@ type Decision struct {
 	RequeueAfter time.Duration
 	// Hold is the hold to keep until then, nil to end any hold.
 	Hold *Hold
-	// Failures is the new count of consecutive failed Mailgun calls.
+	// Failures is the new count of failed Mailgun calls.
 	Failures int
 	// Err is returned from the reconcile: a failure the controller retries
 	// with its own backoff (an apiserver write that failed).
@@ -216,12 +224,6 @@ type Protocol struct {
 	Holder string
 }
 
-// pollInterval is how often the events are looked at while an attempt
-// settles.
-func (p Protocol) pollInterval() time.Duration {
-	return max(p.SettleTime/4, time.Second)
-}
-
 // backoff is the delay after the n-th consecutive failure (n >= 1).
 func (p Protocol) backoff(n int) time.Duration {
 	d := p.Backoff
@@ -238,6 +240,8 @@ func (p Protocol) Decide(in Input) Decision {
 		switch {
 		case rec.AcceptedID != "":
 			return Decision{State: Accepted}
+		case in.KnownAccepted != "":
+			return accepted(in.KnownAccepted, "Mailgun accepted the request email, message ID "+in.KnownAccepted)
 		case in.Hold.active(in.Now):
 			d := Decision{State: OnHold, Hold: in.Hold, Failures: in.Failures}
 			if !in.Hold.Until.IsZero() {
@@ -246,20 +250,23 @@ func (p Protocol) Decide(in Input) Decision {
 			return d
 		case rec.Claim != "" && !in.ClaimUnsent:
 			return Decision{State: OutcomeUnknown, Op: OpLookup, Failures: in.Failures}
-		case in.Verify:
-			return Decision{State: NotClaimed, Op: OpVerify, Failures: in.Failures}
+		case in.Verify && in.Failures == 0:
+			// Only before the first attempt: once a call has failed, the
+			// send itself reports refused settings, and a check before
+			// every retry would double the calls in an outage.
+			return Decision{State: NotClaimed, Op: OpVerify}
 		}
 		return p.claim(in)
 	}
 
+	// The failure count is kept until an acceptance (the caller resets it
+	// when the spec or the settings change): whatever answered in between
+	// (a domain check, a lookup, a refusal that cleared the claim) proves
+	// nothing about the next call, and starting the backoff over on it is
+	// what let an outage cost a call and three writes a second.
 	a := in.Answer
 	if a.Err != nil {
 		return p.failed(in)
-	}
-	if a.Op != OpClaim {
-		// Mailgun answered: the backoff starts over, so that a failure
-		// after an outage is not retried as late as the outage's last.
-		in.Failures = 0
 	}
 	switch a.Op {
 	case OpVerify:
@@ -289,7 +296,10 @@ func accepted(id, msg string) Decision {
 }
 
 // settle handles a lookup that did not find the message: wait until the
-// settle time after the attempt has passed, then send again.
+// settle time after the attempt has passed, then send again. Mailgun's
+// events lag, most within seconds and some by many minutes, so the lookups
+// are spaced by the attempt's age: early ones find most messages soon, and
+// a settle time of half an hour costs a dozen lookups, not hundreds.
 func (p Protocol) settle(in Input) Decision {
 	at, err := claimTime(in.Record.Claim)
 	if err != nil {
@@ -301,7 +311,7 @@ func (p Protocol) settle(in Input) Decision {
 	if !in.Now.Before(deadline) {
 		return p.claim(in)
 	}
-	wait := min(deadline.Sub(in.Now), p.pollInterval())
+	wait := min(deadline.Sub(in.Now), max(in.Now.Sub(at), p.Backoff), p.MaxBackoff)
 	return Decision{
 		State: OutcomeUnknown,
 		Condition: &Condition{Status: "False", Reason: ReasonOutcomeUnknown, Message: fmt.Sprintf(
@@ -326,10 +336,10 @@ func (p Protocol) failed(in Input) Decision {
 	case RetryBackoff:
 		wait = p.backoff(n)
 	case RetryAfterHint:
-		wait = a.RetryAfter
-		if wait <= 0 {
-			wait = p.backoff(n)
-		}
+		// Mailgun's delay is a lower bound, the backoff still grows (a
+		// "Retry-After: 1" answered every time must not mean a call a
+		// second), and MaxBackoff caps both.
+		wait = min(max(a.RetryAfter, p.backoff(n)), p.MaxBackoff)
 	case RetryRecheck:
 		wait = p.RecheckInterval
 	case RetryOnChange:
@@ -350,9 +360,14 @@ func (p Protocol) failed(in Input) Decision {
 		OpSend:   "sending the request email",
 		OpLookup: "checking in Mailgun's events whether an earlier send attempt was accepted",
 	}[a.Op]
+	// The message names no retry time: a retry that fails the same way
+	// then leaves the status as it was, and costs no write.
 	retry := "retrying after a change to the spec or the Mailgun settings"
-	if wait > 0 {
-		retry = "retrying at " + d.Hold.Until.UTC().Format(time.RFC3339)
+	switch {
+	case pol.Retry == RetryRecheck:
+		retry = fmt.Sprintf("retrying every %s, or at once after a change to the spec or the Mailgun settings", p.RecheckInterval)
+	case wait > 0:
+		retry = fmt.Sprintf("retrying with a growing delay of at most %s", p.MaxBackoff)
 	}
 	msg := fmt.Sprintf("%s failed: %v; %s", action, a.Err, retry)
 	reason := pol.Reason
@@ -363,8 +378,8 @@ func (p Protocol) failed(in Input) Decision {
 			d.State = OutcomeUnknown
 			reason = ReasonOutcomeUnknown
 			msg = fmt.Sprintf("%s got no definite answer (%v): Mailgun may have accepted it; "+
-				"looking message %s up in its events at %s before sending again",
-				action, a.Err, in.Record.MessageID, d.Hold.Until.UTC().Format(time.RFC3339))
+				"looking message %s up in its events before sending again",
+				action, a.Err, in.Record.MessageID)
 		} else {
 			// A definite refusal: nothing was queued.
 			d.ClearClaim = true

@@ -218,7 +218,7 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 				"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms",
 				"--namespace=" + ns, "--config-namespace=",
 				"--mailguncluster-concurrency=10",
-				"--mailgun-timeout=1s", "--send-settle-time=2s", "--mailgun-recheck-interval=1s",
+				"--mailgun-timeout=1s", "--send-settle-time=5s", "--mailgun-recheck-interval=1s",
 				"--delivery-poll-interval=30s", "--health-probe-bind-address=0",
 				"--zap-log-level=debug",
 			},

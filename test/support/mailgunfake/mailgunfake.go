@@ -109,7 +109,8 @@ type Server struct {
 	Domain string
 	APIKey string
 
-	srv *httptest.Server
+	srv      *httptest.Server
+	listener *gatedListener
 	// connections counts the TCP connections clients opened.
 	connections atomic.Int64
 
@@ -123,6 +124,7 @@ type Server struct {
 	messages             []Message
 	events               map[string][]Event // by message ID without brackets
 	domainState          string
+	eventLag             time.Duration
 	sendLatency          time.Duration
 	sendRequests         int
 	eventRequests        int
@@ -135,6 +137,8 @@ type Server struct {
 func Start(domain, apiKey string) *Server {
 	s := &Server{Domain: domain, APIKey: apiKey, hang: make(chan struct{})}
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	s.listener = newGatedListener(s.srv.Listener)
+	s.srv.Listener = s.listener
 	s.srv.Config.ConnState = s.countConnections
 	s.srv.Start()
 	return s
@@ -160,8 +164,8 @@ func StartTLSOn(addr, domain, apiKey string, cert tls.Certificate) (*Server, err
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Domain: domain, APIKey: apiKey, hang: make(chan struct{})}
-	s.srv = &httptest.Server{Listener: l, Config: &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 10 * time.Second,
+	s := &Server{Domain: domain, APIKey: apiKey, hang: make(chan struct{}), listener: newGatedListener(l)}
+	s.srv = &httptest.Server{Listener: s.listener, Config: &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 10 * time.Second,
 		ConnState: s.countConnections}}
 	s.srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	s.srv.StartTLS()
@@ -246,6 +250,32 @@ func (s *Server) SetFaultFunc(f func(endpoint string) *Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faultFunc = f
+}
+
+// RefuseConnections stops (on) or resumes (off) listening on the fake's
+// address: while refusing, every call fails with "connection refused",
+// and the connections clients keep open are closed.
+func (s *Server) RefuseConnections(on bool) error {
+	if err := s.listener.refuse(on); err != nil {
+		return err
+	}
+	if on {
+		s.srv.CloseClientConnections()
+		// Give clients' idle connections time to see the close: one
+		// reused just before would fail as a reset (outcome unknown), not
+		// as a refusal.
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
+}
+
+// SetEventLag makes events show only d after the message was accepted:
+// Mailgun's events lag, by seconds usually and by up to about half an hour
+// (its event-polling guide treats only older events as complete).
+func (s *Server) SetEventLag(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.eventLag = d
 }
 
 // AddEvent appends a delivery event for the message with the given ID.
@@ -558,10 +588,13 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	if limit <= 0 || limit > 300 {
 		limit = 100
 	}
+	s.mu.Lock()
+	visible := time.Now().Add(-s.eventLag)
+	s.mu.Unlock()
 	items := []any{}
 	for _, m := range s.Messages() {
 		id := strings.Trim(m.ID, "<>")
-		if wantID != "" && id != wantID {
+		if (wantID != "" && id != wantID) || m.Accepted.After(visible) {
 			continue
 		}
 		if len(items) == limit {
