@@ -17,10 +17,9 @@ limitations under the License.
 package send
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,7 +54,9 @@ var (
 	// resendMessageID produce; its first group is the kind's prefix.
 	// Anything else in the annotation (line breaks would inject mail
 	// headers) is refused.
-	ourMessageID = regexp.MustCompile(`^<([a-z]+)\.[A-Za-z0-9-]{1,64}(\.resend-[0-9a-f]{12})?@[A-Za-z0-9.-]{1,253}>$`)
+	// (Resends of earlier versions carried a hash of the request value,
+	// resend-<12 hex>, which repeated when a value was reused.)
+	ourMessageID = regexp.MustCompile(`^<([a-z]+)\.[A-Za-z0-9-]{1,64}(\.resend-([0-9a-f]{12}|n[1-9][0-9]{0,8}))?@[A-Za-z0-9.-]{1,253}>$`)
 	// mailgunMessageID is the form of the IDs Mailgun returns, e.g.
 	// <20260101120000.1.ABCDEF@mg.example.com>; the ID goes into status.
 	mailgunMessageID = regexp.MustCompile(`^<[A-Za-z0-9._%+=-]{1,200}@[A-Za-z0-9.-]{1,253}>$`)
@@ -182,12 +183,22 @@ func (k Kind[T]) messageID(uid types.UID, domain string) string {
 	return fmt.Sprintf("<%s.%s@%s>", k.MessageIDPrefix, uid, domain)
 }
 
-// resendMessageID derives the Message-Id of the email for one resend
-// request, so that every attempt for that request uses the same ID.
-func (k Kind[T]) resendMessageID(uid types.UID, domain, request string) string {
-	h := sha256.Sum256([]byte(request))
-	return fmt.Sprintf("<%s.%s.resend-%s@%s>", k.MessageIDPrefix, uid, hex.EncodeToString(h[:6]), domain)
+// resendMessageID is the Message-Id of the email for the resend request
+// that follows the one sent as previous: resend-n1, n2, ... in order. It is
+// written once, with the request, and every attempt for the request uses
+// it. No two requests of an object share one, whatever values the user
+// reuses: a shared Message-Id would let a lookup for a new request find the
+// old email, and report it as the new one.
+func (k Kind[T]) resendMessageID(uid types.UID, domain, previous string) string {
+	n := 0
+	if m := resendNumber.FindStringSubmatch(previous); m != nil {
+		n, _ = strconv.Atoi(m[1])
+	}
+	return fmt.Sprintf("<%s.%s.resend-n%d@%s>", k.MessageIDPrefix, uid, n+1, domain)
 }
+
+// resendNumber finds the number of a resend in its Message-Id.
+var resendNumber = regexp.MustCompile(`\.resend-n([0-9]+)@`)
 
 // withNewRequest moves obj's annotations to a new request: the accepted ID
 // goes into the history, the new request gets its own Message-Id.
@@ -205,7 +216,7 @@ func (k Kind[T]) withNewRequest(obj T, domain string) {
 	}
 	req := ann[infrav1.ResendRequestAnnotation]
 	ann[infrav1.MessageIDHistoryAnnotation] = strings.Join(history, ",")
-	ann[infrav1.MessageIDAnnotation] = k.resendMessageID(obj.GetUID(), domain, req)
+	ann[infrav1.MessageIDAnnotation] = k.resendMessageID(obj.GetUID(), domain, ann[infrav1.MessageIDAnnotation])
 	ann[infrav1.ResendHandledAnnotation] = req
 	ann[infrav1.SentForAnnotation] = sentFor(obj)
 	delete(ann, infrav1.AcceptedMessageIDAnnotation)

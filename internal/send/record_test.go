@@ -17,6 +17,7 @@ limitations under the License.
 package send
 
 import (
+	"fmt"
 	"maps"
 	"strings"
 	"testing"
@@ -172,5 +173,37 @@ func TestSendDomainChanged(t *testing.T) {
 				t.Errorf("message %q does not name the domain sent with and the claim annotation", msg)
 			}
 		})
+	}
+}
+
+// TestResendMessageIDsAreUnique: resend values reused ("a", "b", "a", "b")
+// are new requests each, and no two share a Message-Id: a lookup for the
+// fourth must not find the second email and report it as the fourth's.
+func TestResendMessageIDsAreUnique(t *testing.T) {
+	mc := &infrav1.MailgunCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "prod", UID: "6f1c2d3e-0000-4000-8000-000000000001",
+		Annotations: map[string]string{}}}
+	ids := map[string]int{testKind.messageID(mc.UID, "mg.example.com"): 0}
+	testKind.markAccepted(mc, "<first@mg.example.com>")
+	mc.Annotations[infrav1.MessageIDAnnotation] = testKind.messageID(mc.UID, "mg.example.com")
+	for i, req := range []string{"a", "b", "a", "b"} {
+		mc.Annotations[infrav1.ResendRequestAnnotation] = req
+		if got, _ := testKind.pendingResend(mc); got != req {
+			t.Fatalf("request %d (%q): pendingResend = %q, want it taken as a new request", i+1, req, got)
+		}
+		again := mc.DeepCopy()
+		testKind.withNewRequest(mc, "mg.example.com")
+		testKind.withNewRequest(again, "mg.example.com")
+		id := mc.Annotations[infrav1.MessageIDAnnotation]
+		if id != again.Annotations[infrav1.MessageIDAnnotation] {
+			t.Errorf("request %d: Message-Id %q, then %q from the same object: every attempt must use the same", i+1, id, again.Annotations[infrav1.MessageIDAnnotation])
+		}
+		if prev, seen := ids[id]; seen {
+			t.Errorf("request %d (%q) has Message-Id %s, as request %d had", i+1, req, id, prev)
+		}
+		ids[id] = i + 1
+		if v, detail := testKind.checkSendRecord(mc); v != recordOwn {
+			t.Errorf("request %d: the record with %s is refused: %s", i+1, id, detail)
+		}
+		testKind.markAccepted(mc, fmt.Sprintf("<accepted-%d@mg.example.com>", i+1))
 	}
 }
