@@ -28,6 +28,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -102,6 +103,25 @@ var mailgunClusterKind = send.Kind[*infrav1.MailgunCluster]{
 	},
 	StatusMessageID: func(mc *infrav1.MailgunCluster) *string { return &mc.Status.MessageID },
 	SetProvisioned:  func(mc *infrav1.MailgunCluster) { mc.Status.Initialization.Provisioned = ptr.To(true) },
+	Paused: func(ctx context.Context, r client.Reader, mc *infrav1.MailgunCluster) (bool, error) {
+		if annotations.HasPaused(mc) {
+			return true, nil
+		}
+		for _, ref := range mc.OwnerReferences {
+			gv, err := schema.ParseGroupVersion(ref.APIVersion)
+			if err != nil || gv.Group != clusterv1.GroupVersion.Group || ref.Kind != "Cluster" {
+				continue
+			}
+			cluster := &clusterv1.Cluster{}
+			if err := r.Get(ctx, client.ObjectKey{Namespace: mc.Namespace, Name: ref.Name}, cluster); err != nil {
+				// No owner, no move of it: clusterctl moves objects by
+				// their Cluster.
+				return false, client.IgnoreNotFound(err)
+			}
+			return ptr.Deref(cluster.Spec.Paused, false), nil
+		}
+		return false, nil
+	},
 }
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=mailgunclusters,verbs=get;list;watch;update;patch
@@ -155,8 +175,12 @@ func (r *MailgunClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}()
 
 	if paused := setPausedCondition(mc, cluster); paused {
+		// clusterctl move pauses the Cluster and then waits for our
+		// block-move annotation: a pending send attempt is resolved
+		// (looked up, or dropped once known not to be accepted), and no
+		// new one starts.
 		log.V(4).Info("Reconciliation is paused")
-		return ctrl.Result{}, nil
+		return r.SettlePending(ctx, s, mc.Spec.IdentityRef)
 	}
 
 	if !mc.DeletionTimestamp.IsZero() {

@@ -58,21 +58,9 @@ func (d *Driver[T]) EnsureSent(ctx context.Context, s *Scope[T], identity *infra
 		return d.trackDelivery(ctx, obj, identity, id)
 	}
 
-	settings, unusable, err := d.Settings.For(ctx, obj.GetNamespace(), identity)
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("loading Mailgun settings: %w", err)
-	}
-	if unusable != nil {
-		// The watches on the settings objects, identities and namespaces
-		// bring us back.
-		log.Info("Not sending: the Mailgun settings are not usable; waiting for them to change", "reason", unusable.Reason, "problems", unusable.Message)
-		SetEmailSent(obj, metav1.ConditionFalse, unusable.Reason, unusable.Message)
-		return ctrl.Result{}, nil
-	}
-	if msg := sendDomainChanged(obj, settings.Domain, d.memory.load(obj).unsentClaim); msg != "" {
-		log.Info("Not sending: "+msg, "reason", infrav1.SettingsChangedDuringSendReason)
-		SetEmailSent(obj, metav1.ConditionFalse, infrav1.SettingsChangedDuringSendReason, msg)
-		return ctrl.Result{}, nil
+	settings, ok, err := d.settingsFor(ctx, obj, identity)
+	if !ok || err != nil {
+		return ctrl.Result{}, err
 	}
 	if resend != "" {
 		err := s.patchMetadata(ctx, func(obj T) { d.Kind.withNewRequest(obj, settings.Domain) })
@@ -90,7 +78,56 @@ func (d *Driver[T]) EnsureSent(ctx context.Context, s *Scope[T], identity *infra
 		messageID = d.Kind.messageID(obj.GetUID(), settings.Domain)
 	}
 
-	return d.apply(ctx, obj, messageID, d.runProtocol(ctx, s, settings, messageID))
+	return d.apply(ctx, obj, messageID, d.runProtocol(ctx, s, settings, messageID, false))
+}
+
+// SettlePending resolves the pending send attempt of an object that must
+// not start one (its Cluster is paused: clusterctl move waits, on the
+// block-move annotation, until the attempt's outcome is known). The
+// attempt is looked up as usual; one that proves unsent, or is not found
+// after the settle time, is dropped rather than sent again. With no
+// attempt pending it does nothing.
+func (d *Driver[T]) SettlePending(ctx context.Context, s *Scope[T], identity *infrav1.MailgunClusterIdentityReference) (ctrl.Result, error) {
+	obj := s.Object
+	if obj.GetAnnotations()[infrav1.SendAttemptedAtAnnotation] == "" {
+		return ctrl.Result{}, nil
+	}
+	if ok, err := d.vetSendRecord(ctx, s); !ok || err != nil {
+		return ctrl.Result{}, err
+	}
+	if d.Kind.RecordedMessageID(obj) != "" {
+		return ctrl.Result{}, nil
+	}
+	settings, ok, err := d.settingsFor(ctx, obj, identity)
+	if !ok || err != nil {
+		return ctrl.Result{}, err
+	}
+	messageID := obj.GetAnnotations()[infrav1.MessageIDAnnotation]
+	return d.apply(ctx, obj, messageID, d.runProtocol(ctx, s, settings, messageID, true))
+}
+
+// settingsFor returns the settings obj sends with, and false if it must
+// not use them now: they are unusable, or they name another domain than a
+// pending attempt's (the condition says why).
+func (d *Driver[T]) settingsFor(ctx context.Context, obj T, identity *infrav1.MailgunClusterIdentityReference) (mailer.Settings, bool, error) {
+	log := ctrl.LoggerFrom(ctx)
+	settings, unusable, err := d.Settings.For(ctx, obj.GetNamespace(), identity)
+	if err != nil {
+		return mailer.Settings{}, false, fmt.Errorf("loading Mailgun settings: %w", err)
+	}
+	if unusable != nil {
+		// The watches on the settings objects, identities and namespaces
+		// bring us back.
+		log.Info("Not sending: the Mailgun settings are not usable; waiting for them to change", "reason", unusable.Reason, "problems", unusable.Message)
+		SetEmailSent(obj, metav1.ConditionFalse, unusable.Reason, unusable.Message)
+		return mailer.Settings{}, false, nil
+	}
+	if msg := sendDomainChanged(obj, settings.Domain, d.memory.load(obj).unsentClaim); msg != "" {
+		log.Info("Not sending: "+msg, "reason", infrav1.SettingsChangedDuringSendReason)
+		SetEmailSent(obj, metav1.ConditionFalse, infrav1.SettingsChangedDuringSendReason, msg)
+		return mailer.Settings{}, false, nil
+	}
+	return settings, true, nil
 }
 
 // Finish ends a reconcile: it patches the scope's object and folds the
@@ -163,7 +200,8 @@ func (d *Driver[T]) vetSendRecord(ctx context.Context, s *Scope[T]) (bool, error
 // runProtocol asks the send protocol for the next step, performs it and
 // asks again until the protocol has nothing more to do in this reconcile.
 // It keeps the per-object memory (hold, failure count) across reconciles.
-func (d *Driver[T]) runProtocol(ctx context.Context, s *Scope[T], settings mailer.Settings, messageID string) sendprotocol.Decision {
+// A paused object resolves a pending attempt but starts none.
+func (d *Driver[T]) runProtocol(ctx context.Context, s *Scope[T], settings mailer.Settings, messageID string, paused bool) sendprotocol.Decision {
 	log := ctrl.LoggerFrom(ctx)
 	obj := s.Object
 	mem := d.memory.load(obj)
@@ -180,6 +218,7 @@ func (d *Driver[T]) runProtocol(ctx context.Context, s *Scope[T], settings maile
 		Failures:    mem.failures,
 		Hold:        mem.hold,
 		Verify:      d.Credentials != nil,
+		Paused:      paused,
 	}
 	if mem.accepted.messageID == messageID {
 		in.KnownAccepted = mem.accepted.id
@@ -307,6 +346,19 @@ func (st steps[T]) fence(ctx context.Context) (context.Context, error) {
 	case liveAnn[infrav1.SendAttemptedAtAnnotation] != claim:
 		return nil, fmt.Errorf("the live object's claim %q is not this attempt's %q", liveAnn[infrav1.SendAttemptedAtAnnotation], claim)
 	}
+	// The claim, with its block on clusterctl move, is written: a move
+	// that paused the Cluster before this read waits for the block, and
+	// one that paused it after finds the block. Either way no copy is made
+	// while this send may still go out.
+	paused, err := st.d.Kind.Paused(ctx, st.d.APIReader, live)
+	if err != nil {
+		return nil, fmt.Errorf("reading whether the live %s is paused before sending: %w", st.d.Kind.Name, err)
+	}
+	if paused {
+		// Nothing went out under the claim; the paused reconcile drops it.
+		st.mem.unsentClaim = claim
+		return nil, fmt.Errorf("the %s or its Cluster was paused (clusterctl move?) after the claim", st.d.Kind.Name)
+	}
 	return ctx, nil
 }
 
@@ -330,6 +382,7 @@ func (d *Driver[T]) apply(ctx context.Context, obj T, messageID string, dec send
 		d.memory.store(obj, mem)
 		delete(ann, infrav1.SendAttemptedAtAnnotation)
 		delete(ann, infrav1.SendDomainAnnotation)
+		unblockMove(ann)
 	}
 	if dec.Accept != "" {
 		log.Info("Mailgun accepted the request email", "messageID", dec.Accept)

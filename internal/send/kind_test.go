@@ -17,7 +17,10 @@ limitations under the License.
 package send
 
 import (
+	"context"
+
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
@@ -33,4 +36,5 @@ var testKind = Kind[*infrav1.MailgunCluster]{
 	},
 	StatusMessageID: func(mc *infrav1.MailgunCluster) *string { return &mc.Status.MessageID },
 	SetProvisioned:  func(mc *infrav1.MailgunCluster) { mc.Status.Initialization.Provisioned = ptr.To(true) },
+	Paused:          func(context.Context, client.Reader, *infrav1.MailgunCluster) (bool, error) { return false, nil },
 }

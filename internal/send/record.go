@@ -24,6 +24,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
@@ -97,11 +98,26 @@ var recordAnnotations = []string{
 	infrav1.AcceptedMessageIDAnnotation, infrav1.MessageIDHistoryAnnotation, infrav1.ResendHandledAnnotation,
 }
 
-// sendRecordChanged reports whether after's send record differs from
-// before's.
+// blockMoveValue is the value of clusterctl's block-move annotation while
+// a send attempt of ours is pending: clusterctl move pauses the Cluster,
+// then waits until no object carries the annotation before it copies
+// anything, so an object is never copied, and its copy never sends, while
+// the source may still be sending. The annotation is only removed when it
+// has this value: someone else may block the move for reasons of their own.
+const blockMoveValue = "mailgun: a send's outcome is not known yet"
+
+// unblockMove removes our block-move annotation, if there.
+func unblockMove(ann map[string]string) {
+	if ann[clusterctlv1.BlockMoveAnnotation] == blockMoveValue {
+		delete(ann, clusterctlv1.BlockMoveAnnotation)
+	}
+}
+
+// sendRecordChanged reports whether after's send record (or the move block
+// that goes with a pending attempt) differs from before's.
 func sendRecordChanged(before, after Object) bool {
 	a, b := before.GetAnnotations(), after.GetAnnotations()
-	for _, k := range recordAnnotations {
+	for _, k := range append(recordAnnotations, clusterctlv1.BlockMoveAnnotation) {
 		va, oka := a[k]
 		vb, okb := b[k]
 		if va != vb || oka != okb {
@@ -119,6 +135,7 @@ func dropCopiedRecord(obj Object) {
 	for _, k := range recordAnnotations {
 		delete(ann, k)
 	}
+	unblockMove(ann)
 	if req, ok := ann[infrav1.ResendRequestAnnotation]; ok && resendValueProblem(req) == "" {
 		ann[infrav1.ResendHandledAnnotation] = req
 	}
@@ -237,6 +254,7 @@ func (k Kind[T]) markAccepted(obj T, id string) {
 	ann[infrav1.SentForAnnotation] = sentFor(obj)
 	delete(ann, infrav1.SendAttemptedAtAnnotation)
 	delete(ann, infrav1.SendDomainAnnotation)
+	unblockMove(ann)
 	*k.StatusMessageID(obj) = id
 	k.SetProvisioned(obj)
 	SetEmailSent(obj, metav1.ConditionTrue, infrav1.EmailAcceptedReason, fmt.Sprintf("Mailgun accepted the request email, message ID %s", id))

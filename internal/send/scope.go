@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -114,7 +115,7 @@ func (s *Scope[T]) statusUnchanged() bool {
 
 // recordAttempt durably records, before a send, the Message-Id, the claim
 // of the attempt and the Mailgun domain it is made with, the object they
-// belong to and the finalizer, in one write.
+// belong to, the finalizer and the block on clusterctl move, in one write.
 func (s *Scope[T]) recordAttempt(ctx context.Context, finalizer, messageID, claim, domain string) error {
 	err := s.patchMetadata(ctx, func(obj T) {
 		controllerutil.AddFinalizer(obj, finalizer)
@@ -123,6 +124,7 @@ func (s *Scope[T]) recordAttempt(ctx context.Context, finalizer, messageID, clai
 		ann[infrav1.SendAttemptedAtAnnotation] = claim
 		ann[infrav1.SendDomainAnnotation] = domain
 		ann[infrav1.SentForAnnotation] = sentFor(obj)
+		ann[clusterctlv1.BlockMoveAnnotation] = blockMoveValue
 	})
 	if err != nil {
 		return fmt.Errorf("recording the send attempt before sending: %w", err)

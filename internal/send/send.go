@@ -124,6 +124,9 @@ type Kind[T Object] struct {
 	// SetProvisioned marks obj's infrastructure provisioned: its email was
 	// accepted.
 	SetProvisioned func(obj T)
+	// Paused reports whether obj, as read live from r, or its Cluster is
+	// paused; checked right before a send, past the cache.
+	Paused func(ctx context.Context, r client.Reader, obj T) (bool, error)
 }
 
 // Driver sends the request emails of one kind of object; it keeps what it

@@ -160,6 +160,12 @@ type Input struct {
 	Failures int
 	// Verify means check the credentials before the first attempt.
 	Verify bool
+	// Paused means the object must not start a send (its Cluster is
+	// paused, e.g. by clusterctl move, which waits for pending sends to be
+	// resolved): a pending attempt is still looked up, and one that proves
+	// unsent, or not accepted after the settle time, is dropped instead of
+	// sent again.
+	Paused bool
 	// KnownAccepted is the ID Mailgun returned, to this process, for a
 	// send with Record.MessageID whose record has not been written yet
 	// (the write failed or its answer was lost). Mailgun's events may not
@@ -250,6 +256,8 @@ func (p Protocol) Decide(in Input) Decision {
 			return d
 		case rec.Claim != "" && !in.ClaimUnsent:
 			return Decision{State: OutcomeUnknown, Op: OpLookup, Failures: in.Failures}
+		case in.Paused:
+			return standDown(in)
 		case in.Verify && in.Failures == 0:
 			// Only before the first attempt: once a call has failed, the
 			// send itself reports refused settings, and a check before
@@ -285,7 +293,17 @@ func (p Protocol) Decide(in Input) Decision {
 }
 
 func (p Protocol) claim(in Input) Decision {
+	if in.Paused {
+		return standDown(in)
+	}
 	return Decision{State: NotClaimed, Op: OpClaim, Claim: ClaimValue(in.Now, p.Holder), Failures: in.Failures}
+}
+
+// standDown is what a paused object does instead of a new attempt: drop
+// the claim of one known not to have been accepted, and wait for the
+// pause to end.
+func standDown(in Input) Decision {
+	return Decision{State: NotClaimed, ClearClaim: in.Record.Claim != "", Failures: in.Failures}
 }
 
 func accepted(id, msg string) Decision {

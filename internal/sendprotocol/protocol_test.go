@@ -85,6 +85,32 @@ func TestTransitions(t *testing.T) {
 				Status: "True", Reason: infrav1.EmailAcceptedReason, Message: "Mailgun accepted the request email, message ID <mailgun-id>"}},
 		},
 		{
+			name: "paused, nothing pending: nothing to do",
+			in:   Input{Record: Record{MessageID: msgID}, Now: now, Verify: true, Paused: true},
+			want: Decision{State: NotClaimed},
+		},
+		{
+			name: "paused, an attempt pending: look it up",
+			in:   Input{Record: claimed(now.Add(-time.Second)), Now: now, Paused: true},
+			want: Decision{State: OutcomeUnknown, Op: OpLookup},
+		},
+		{
+			name: "paused, a claim this process never sent with: drop it, do not send",
+			in:   Input{Record: claimed(now.Add(-time.Second)), Now: now, Paused: true, ClaimUnsent: true},
+			want: Decision{State: NotClaimed, ClearClaim: true},
+		},
+		{
+			name: "paused, not found after the settle time: drop the claim, do not send",
+			in:   Input{Record: claimed(now.Add(-2 * time.Minute)), Now: now, Paused: true, Answer: &Answer{Op: OpLookup}},
+			want: Decision{State: NotClaimed, ClearClaim: true},
+		},
+		{
+			name: "paused, found: accepted",
+			in:   Input{Record: claimed(now.Add(-time.Minute)), Now: now, Paused: true, Answer: &Answer{Op: OpLookup, Found: true}},
+			want: Decision{State: Accepted, Accept: msgID, Condition: &Condition{
+				Status: "True", Reason: infrav1.EmailAcceptedReason, Message: "Mailgun's events show the request email was accepted, message ID " + msgID}},
+		},
+		{
 			name: "verified: write a claim",
 			in:   Input{Record: Record{MessageID: msgID}, Now: now, Answer: &Answer{Op: OpVerify}},
 			want: Decision{State: NotClaimed, Op: OpClaim, Claim: ClaimValue(now, "replica-a")},

@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	clusterctlclient "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -132,6 +133,84 @@ func TestMoveKeepsTheEmailRecord(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	if n := len(fake.MessagesWithVariable(mailer.VarObject, moveNamespace+"/prod")); n != 1 {
 		t.Errorf("%d emails, want the one sent before the move", n)
+	}
+	for _, m := range []*managementCluster{source, target} {
+		for _, line := range m.logs.ErrorLines() {
+			t.Errorf("%s's operator logged an error: %s", m.name, line)
+		}
+	}
+}
+
+// TestMoveWaitsForAHeldSend moves a cluster while its email's outcome is
+// not known: Mailgun queued it but answered 503, and its events lag. The
+// source's claim carries clusterctl's block-move annotation, so the move
+// (clusterctl's own code) waits; the paused source keeps looking the
+// message up, records it and lifts the block; the copy then carries the
+// accepted record, not a pending claim, and there is one email.
+func TestMoveWaitsForAHeldSend(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two control planes: run by make test, not make test-unit")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	fake := mailgunfake.Start(moveDomain, moveAPIKey)
+	defer fake.Close()
+	fake.FailSends(mailgunfake.Fault{Kind: mailgunfake.AcceptAndFail, Status: 503, Body: `{"message":"internal error"}`})
+	fake.SetEventLag(8 * time.Second)
+	source := startManagementCluster(ctx, t, "source", fake)
+	target := startManagementCluster(ctx, t, "target", fake)
+
+	cluster := testenv.ClusterFor(moveNamespace, "held")
+	if err := source.env.Client.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	mc := &infrav1.MailgunCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: moveNamespace, Name: "held", OwnerReferences: []metav1.OwnerReference{testenv.OwnerRef(cluster)}},
+		Spec:       infrav1.MailgunClusterSpec{Priority: infrav1.PriorityUrgent, Request: "Three nodes, please.", Requester: "alice@example.com"},
+	}
+	if err := source.env.Client.Create(ctx, mc); err != nil {
+		t.Fatal(err)
+	}
+	if ok, state := poll.Until(ctx, 30*time.Second, 100*time.Millisecond, func() (bool, string) {
+		got := &infrav1.MailgunCluster{}
+		if err := source.env.Client.Get(ctx, client.ObjectKeyFromObject(mc), got); err != nil {
+			return false, err.Error()
+		}
+		_, blocked := got.Annotations[clusterctlv1.BlockMoveAnnotation]
+		return blocked && got.Annotations[infrav1.SendAttemptedAtAnnotation] != "" && len(fake.Messages()) == 1,
+			fmt.Sprintf("annotations %v, %d messages", got.Annotations, len(fake.Messages()))
+	}); !ok {
+		t.Fatalf("no held send with a block on clusterctl move: %s", state)
+	}
+	if err := testenv.StandInControlPlane(ctx, source.env.Client, cluster); err != nil {
+		t.Fatal(err)
+	}
+
+	cc, err := clusterctlclient.New(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cc.Move(ctx, clusterctlclient.MoveOptions{
+		FromKubeconfig: clusterctlclient.Kubeconfig{Path: source.kubeconfig},
+		ToKubeconfig:   clusterctlclient.Kubeconfig{Path: target.kubeconfig},
+		Namespace:      moveNamespace,
+	}); err != nil {
+		t.Fatalf("clusterctl move: %v", err)
+	}
+	moved := &infrav1.MailgunCluster{}
+	if err := target.env.Client.Get(ctx, client.ObjectKeyFromObject(mc), moved); err != nil {
+		t.Fatal(err)
+	}
+	if moved.Annotations[infrav1.AcceptedMessageIDAnnotation] == "" {
+		t.Errorf("the copy carries %v: want the accepted record, the move having waited for the held send", moved.Annotations)
+	}
+	if id := waitReady(ctx, t, target, "held"); id != fake.Messages()[0].ID {
+		t.Errorf("the moved MailgunCluster records %q, want the held email %q", id, fake.Messages()[0].ID)
+	}
+	// Give the target's operator time to act on the moved object.
+	time.Sleep(2 * time.Second)
+	if n := len(fake.MessagesWithVariable(mailer.VarObject, moveNamespace+"/held")); n != 1 {
+		t.Errorf("%d emails, want 1", n)
 	}
 	for _, m := range []*managementCluster{source, target} {
 		for _, line := range m.logs.ErrorLines() {

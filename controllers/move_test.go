@@ -1,0 +1,138 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/send"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/sendprotocol"
+)
+
+// TestPauseAfterTheClaimWithholdsTheSend: clusterctl move pauses the
+// Cluster, waits for objects carrying clusterctl's block-move annotation,
+// then copies. A reconcile that read the Cluster unpaused writes its claim
+// with the block, but re-reads the Cluster right before sending: paused
+// now, it does not send (the copy may be made without the claim, and the
+// target would send too). Paused, the reconciler drops the unsent claim
+// and the block, and starts no send, so the move goes on.
+func TestPauseAfterTheClaimWithholdsTheSend(t *testing.T) {
+	ctx := context.Background()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{infrav1.AddToScheme, clusterv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "moving", UID: "uid-cluster"},
+		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+			APIGroup: infrav1.GroupVersion.Group, Kind: "MailgunCluster", Name: "moving"}}}
+	mc := &infrav1.MailgunCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "moving", UID: "uid-moving",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: "moving", UID: "uid-cluster"}}},
+		Spec: infrav1.MailgunClusterSpec{Priority: infrav1.PriorityUrgent, Request: "r", Requester: "ops@example.com"}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cluster, mc).WithStatusSubresource(mc).Build()
+	m := &countingMailer{}
+	r := NewMailgunClusterReconciler(send.Sender{
+		Client: c, APIReader: c, Recorder: events.NewFakeRecorder(100), Settings: fixedSettings{},
+		NewMailer: func(mailer.Settings) send.Mailer { return m },
+		Protocol: sendprotocol.Protocol{Holder: "test", SettleTime: time.Hour, RecheckInterval: time.Minute,
+			Backoff: time.Second, MaxBackoff: time.Minute, ConflictDelay: time.Second},
+		DeliveryPollInterval: time.Hour, DeliveryTrackingTimeout: 24 * time.Hour,
+	})
+
+	// The reconcile read the Cluster unpaused; clusterctl pauses it before
+	// the send.
+	stale := &infrav1.MailgunCluster{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(mc), stale); err != nil {
+		t.Fatal(err)
+	}
+	cluster.Spec.Paused = ptr.To(true)
+	if err := c.Update(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	s := send.NewScope(stale, c)
+	res, err := r.EnsureSent(ctx, s, nil)
+	if _, err2 := r.Finish(ctx, s, res, err); err2 != nil {
+		t.Fatal(err2)
+	}
+	got := &infrav1.MailgunCluster{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(mc), got); err != nil {
+		t.Fatal(err)
+	}
+	if m.sends.Load() != 0 {
+		t.Fatalf("%d sends after the Cluster was paused, want none", m.sends.Load())
+	}
+	if got.Annotations[infrav1.SendAttemptedAtAnnotation] == "" || got.Annotations[clusterctlv1.BlockMoveAnnotation] == "" {
+		t.Fatalf("annotations %v: want the claim written with the block on clusterctl move", got.Annotations)
+	}
+
+	// Paused, the reconciler resolves the attempt: known unsent, dropped.
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(mc)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(mc), got); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{infrav1.SendAttemptedAtAnnotation, clusterctlv1.BlockMoveAnnotation} {
+		if v, ok := got.Annotations[k]; ok {
+			t.Errorf("annotation %s=%q is still there: the move would wait for it", k, v)
+		}
+	}
+	if m.sends.Load() != 0 || m.lookups.Load() != 0 {
+		t.Errorf("%d sends and %d lookups while paused, want none: the claim is known unsent", m.sends.Load(), m.lookups.Load())
+	}
+}
+
+// countingMailer accepts every send and finds nothing in its events.
+type countingMailer struct{ sends, lookups atomic.Int64 }
+
+func (m *countingMailer) Send(context.Context, mailer.Request) (string, error) {
+	m.sends.Add(1)
+	return "<accepted@mg.example.com>", nil
+}
+
+func (m *countingMailer) WasAccepted(context.Context, string) (bool, error) {
+	m.lookups.Add(1)
+	return false, nil
+}
+
+func (m *countingMailer) Delivery(context.Context, string) (mailer.Delivery, error) {
+	return mailer.Delivery{}, nil
+}
+
+// fixedSettings gives the same usable settings to every object.
+type fixedSettings struct{}
+
+func (fixedSettings) For(context.Context, string, *infrav1.MailgunClusterIdentityReference) (mailer.Settings, *config.Unusable, error) {
+	return mailer.Settings{Domain: "mg.example.com", APIKey: "key", Recipient: "requests@example.com", APIBase: "https://api.mailgun.net/v3"}, nil, nil
+}
