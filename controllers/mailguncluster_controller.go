@@ -102,7 +102,12 @@ var mailgunClusterKind = send.Kind[*infrav1.MailgunCluster]{
 		}
 	},
 	StatusMessageID: func(mc *infrav1.MailgunCluster) *string { return &mc.Status.MessageID },
-	SetProvisioned:  func(mc *infrav1.MailgunCluster) { mc.Status.Initialization.Provisioned = ptr.To(true) },
+	SetProvisioned: func(mc *infrav1.MailgunCluster, provisioned bool) {
+		mc.Status.Initialization.Provisioned = nil
+		if provisioned {
+			mc.Status.Initialization.Provisioned = ptr.To(true)
+		}
+	},
 	Paused: func(ctx context.Context, r client.Reader, mc *infrav1.MailgunCluster) (bool, error) {
 		if annotations.HasPaused(mc) {
 			return true, nil
@@ -188,6 +193,14 @@ func (r *MailgunClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 
 	if reason, msg := notOurCluster(mc, cluster, ownerMissing, noClusterAPI); reason != "" {
+		if r.Kind.Accepted(mc) {
+			// Its email is accepted and stays so: a discovery failure at
+			// start or a cache that has not seen the owner yet (after
+			// clusterctl move) must not flip Ready, and the Cluster's
+			// condition with it. A resend waits for the owner.
+			log.V(4).Info("Owner not confirmed; the accepted email stands: "+msg, "reason", reason)
+			return ctrl.Result{}, nil
+		}
 		log.Info("Not sending: "+msg, "reason", reason)
 		send.SetEmailSent(mc, metav1.ConditionFalse, reason, msg)
 		return ctrl.Result{}, nil

@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -35,6 +36,7 @@ import (
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/metrics"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/send"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/sendprotocol"
 )
@@ -63,7 +65,7 @@ func TestPauseAfterTheClaimWithholdsTheSend(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cluster, mc).WithStatusSubresource(mc).Build()
 	m := &countingMailer{}
 	r := NewMailgunClusterReconciler(send.Sender{
-		Client: c, APIReader: c, Recorder: events.NewFakeRecorder(100), Settings: fixedSettings{},
+		Client: c, APIReader: c, Recorder: events.NewFakeRecorder(100), Settings: fixedSettings{}, Metrics: metrics.New(),
 		NewMailer: func(mailer.Settings) send.Mailer { return m },
 		Protocol: sendprotocol.Protocol{Holder: "test", SettleTime: time.Hour, RecheckInterval: time.Minute,
 			Backoff: time.Second, MaxBackoff: time.Minute, ConflictDelay: time.Second},
@@ -111,6 +113,70 @@ func TestPauseAfterTheClaimWithholdsTheSend(t *testing.T) {
 	if m.sends.Load() != 0 || m.lookups.Load() != 0 {
 		t.Errorf("%d sends and %d lookups while paused, want none: the claim is known unsent", m.sends.Load(), m.lookups.Load())
 	}
+}
+
+// TestRestoredCopyIsNotProvisionedBeforeItsEmail: a copy restored under a
+// new name with the original's annotations and status (Velero, GitOps)
+// drops the copied record and starts as a new object: not provisioned, no
+// message ID, no Ready, until its own email is accepted. Here Mailgun
+// cannot be reached, so the copy's email is not accepted yet.
+func TestRestoredCopyIsNotProvisionedBeforeItsEmail(t *testing.T) {
+	ctx := context.Background()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{infrav1.AddToScheme, clusterv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "copy", UID: "uid-cluster"},
+		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+			APIGroup: infrav1.GroupVersion.Group, Kind: "MailgunCluster", Name: "copy"}}}
+	restored := &infrav1.MailgunCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "copy", UID: "uid-copy",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: "copy", UID: "uid-cluster"}},
+		Annotations: map[string]string{
+			infrav1.SentForAnnotation:           "ns/original",
+			infrav1.MessageIDAnnotation:         "<mailguncluster.uid-original@mg.example.com>",
+			infrav1.AcceptedMessageIDAnnotation: "<original@mg.example.com>",
+		}},
+		Spec: infrav1.MailgunClusterSpec{Priority: infrav1.PriorityUrgent, Request: "r", Requester: "ops@example.com"},
+		Status: infrav1.MailgunClusterStatus{MessageID: "<original@mg.example.com>",
+			Initialization: infrav1.MailgunClusterInitializationStatus{Provisioned: ptr.To(true)}}}
+	send.SetEmailSent(restored, metav1.ConditionTrue, infrav1.EmailAcceptedReason, "Mailgun accepted the request email, message ID <original@mg.example.com>")
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cluster, restored).WithStatusSubresource(restored).Build()
+	r := NewMailgunClusterReconciler(send.Sender{
+		Client: c, APIReader: c, Recorder: events.NewFakeRecorder(100), Settings: fixedSettings{}, Metrics: metrics.New(),
+		NewMailer: func(mailer.Settings) send.Mailer { return unreachableMailer{} },
+		Protocol: sendprotocol.Protocol{Holder: "test", SettleTime: time.Hour, RecheckInterval: time.Minute,
+			Backoff: time.Second, MaxBackoff: time.Minute, ConflictDelay: time.Second},
+		DeliveryPollInterval: time.Hour, DeliveryTrackingTimeout: 24 * time.Hour,
+	})
+	r.clusterAPI.Store(true)
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(restored)}); err != nil {
+		t.Fatal(err)
+	}
+	got := &infrav1.MailgunCluster{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(restored), got); err != nil {
+		t.Fatal(err)
+	}
+	if ptr.Deref(got.Status.Initialization.Provisioned, false) || got.Status.MessageID != "" || conditions.IsTrue(got, infrav1.ReadyCondition) {
+		t.Errorf("provisioned %v, messageID %q, Ready %+v: want a copy without its own email not provisioned, without an ID, not Ready",
+			got.Status.Initialization.Provisioned, got.Status.MessageID, conditions.Get(got, infrav1.ReadyCondition))
+	}
+}
+
+// unreachableMailer fails every call as a refused connection.
+type unreachableMailer struct{}
+
+func (unreachableMailer) Send(context.Context, mailer.Request) (string, error) {
+	return "", &mailer.SendError{Class: mailer.ClassUnreachable, Message: "connection refused"}
+}
+
+func (unreachableMailer) WasAccepted(context.Context, string) (bool, error) {
+	return false, &mailer.SendError{Class: mailer.ClassUnreachable, Message: "connection refused"}
+}
+
+func (unreachableMailer) Delivery(context.Context, string) (mailer.Delivery, error) {
+	return mailer.Delivery{}, &mailer.SendError{Class: mailer.ClassUnreachable, Message: "connection refused"}
 }
 
 // countingMailer accepts every send and finds nothing in its events.

@@ -66,6 +66,31 @@ func TestOwnerClusterMissing(t *testing.T) {
 	h.noErrorLogged()
 }
 
+// TestAcceptedStaysReadyWithoutItsOwner: an object whose email was accepted
+// keeps Ready when its owner cannot be confirmed (a cache that has not seen
+// the Cluster yet after clusterctl move, a discovery failure at start; here
+// the Cluster is deleted, as envtest runs no garbage collector): Ready and
+// the Cluster's condition that mirrors it do not flap.
+func TestAcceptedStaysReadyWithoutItsOwner(t *testing.T) {
+	h := newHarness(t)
+	h.startManager()
+	cluster, _ := h.createOwned("orphaned")
+	h.waitForAccepted("orphaned", 20*time.Second)
+	if err := h.c.Delete(h.ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	mc := h.get("orphaned")
+	mc.Labels = map[string]string{"touched": "yes"}
+	if err := h.c.Update(h.ctx, mc); err != nil {
+		t.Fatal(err)
+	}
+	h.consistently(2*time.Second, "Ready stays True", func() (bool, string) {
+		c := conditions.Get(h.get("orphaned"), infrav1.ReadyCondition)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == infrav1.EmailAcceptedReason, fmt.Sprintf("Ready %+v", c)
+	})
+	h.noErrorLogged()
+}
+
 // TestOnlyTheInfrastructureRefTargetSends: a second MailgunCluster owned by
 // the same Cluster, which the Cluster's spec.infrastructureRef does not
 // name, sends nothing and says why.

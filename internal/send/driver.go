@@ -190,7 +190,13 @@ func (d *Driver[T]) vetSendRecord(ctx context.Context, s *Scope[T]) (bool, error
 		if err := s.patchMetadata(ctx, func(obj T) { dropCopiedRecord(obj) }); err != nil {
 			return false, fmt.Errorf("dropping a copied send record: %w", err)
 		}
+		// A copy restored with its status starts as a new object too:
+		// not provisioned, no outcome, until its own email is accepted.
 		*d.Kind.StatusMessageID(obj) = ""
+		d.Kind.SetProvisioned(obj, false)
+		for _, c := range []string{infrav1.EmailSentCondition, infrav1.ReadyCondition, infrav1.EmailDeliveredCondition} {
+			conditions.Delete(obj, c)
+		}
 		log.Info("Dropped a copied send record; this "+d.Kind.Name+" sends its own email", "detail", detail)
 		d.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, "CopiedRecordDropped", "SendEmail", "%s; it sends its own email", detail)
 	}

@@ -35,6 +35,11 @@ var testKind = Kind[*infrav1.MailgunCluster]{
 		return mailer.Request{MessageID: messageID, Priority: string(mc.Spec.Priority), Body: mc.Spec.Request}
 	},
 	StatusMessageID: func(mc *infrav1.MailgunCluster) *string { return &mc.Status.MessageID },
-	SetProvisioned:  func(mc *infrav1.MailgunCluster) { mc.Status.Initialization.Provisioned = ptr.To(true) },
-	Paused:          func(context.Context, client.Reader, *infrav1.MailgunCluster) (bool, error) { return false, nil },
+	SetProvisioned: func(mc *infrav1.MailgunCluster, provisioned bool) {
+		mc.Status.Initialization.Provisioned = nil
+		if provisioned {
+			mc.Status.Initialization.Provisioned = ptr.To(true)
+		}
+	},
+	Paused: func(context.Context, client.Reader, *infrav1.MailgunCluster) (bool, error) { return false, nil },
 }

@@ -141,6 +141,13 @@ func dropCopiedRecord(obj Object) {
 	}
 }
 
+// Accepted reports whether obj records an accepted email of its own:
+// nothing is sent for it unless a resend is requested.
+func (k Kind[T]) Accepted(obj T) bool {
+	verdict, _ := k.checkSendRecord(obj)
+	return verdict == recordOwn && k.RecordedMessageID(obj) != ""
+}
+
 // RecordedMessageID returns the ID of obj's accepted request email, if
 // any: the annotation is authoritative; status alone counts only for
 // objects written by earlier versions of the provider, which had no
@@ -256,7 +263,7 @@ func (k Kind[T]) markAccepted(obj T, id string) {
 	delete(ann, infrav1.SendDomainAnnotation)
 	unblockMove(ann)
 	*k.StatusMessageID(obj) = id
-	k.SetProvisioned(obj)
+	k.SetProvisioned(obj, true)
 	SetEmailSent(obj, metav1.ConditionTrue, infrav1.EmailAcceptedReason, fmt.Sprintf("Mailgun accepted the request email, message ID %s", id))
 }
 

@@ -121,9 +121,9 @@ type Kind[T Object] struct {
 	// acceptance, cleared with a copied record, and read as the record of
 	// objects written before the send record existed.
 	StatusMessageID func(obj T) *string
-	// SetProvisioned marks obj's infrastructure provisioned: its email was
-	// accepted.
-	SetProvisioned func(obj T)
+	// SetProvisioned marks obj's infrastructure provisioned (its email was
+	// accepted) or not (a copy that dropped another object's record).
+	SetProvisioned func(obj T, provisioned bool)
 	// Paused reports whether obj, as read live from r, or its Cluster is
 	// paused; checked right before a send, past the cache.
 	Paused func(ctx context.Context, r client.Reader, obj T) (bool, error)
