@@ -49,7 +49,6 @@ func newIdentity(h *harness, fake *mailgunfake.Server, allowed *infrav1.AllowedN
 		Spec: infrav1.MailgunClusterIdentitySpec{
 			SecretRef:         infrav1.SecretReference{Name: "payments-mailgun"},
 			Domain:            fake.Domain,
-			APIBase:           fake.APIBase(),
 			Sender:            teamSender,
 			AllowedNamespaces: allowed,
 		},
@@ -64,15 +63,18 @@ func (h *harness) createIdentity(id *infrav1.MailgunClusterIdentity) {
 	h.t.Cleanup(func() { _ = env.Client.Delete(h.ctx, id) })
 }
 
-func (h *harness) createTeamSecret(key string) {
+// createTeamSecret creates the identity's Secret: the key, and the API
+// base it may be sent to.
+func (h *harness) createTeamSecret(key, apiBase string) *corev1.Secret {
 	h.t.Helper()
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "payments-mailgun"},
-		StringData: map[string]string{config.SecretAPIKeyKey: key},
+		StringData: map[string]string{config.SecretAPIKeyKey: key, config.SecretAPIBaseKey: apiBase},
 	}
 	if err := h.c.Create(h.ctx, s); err != nil {
 		h.t.Fatalf("creating the identity's Secret: %v", err)
 	}
+	return s
 }
 
 func usesIdentity(name string) func(*infrav1.MailgunCluster) {
@@ -133,7 +135,7 @@ func TestIdentityIsRequiredAllowedAndComplete(t *testing.T) {
 	}
 	nothingSent("Secret missing")
 
-	h.createTeamSecret(teamAPIKey)
+	h.createTeamSecret(teamAPIKey, team.APIBase())
 	mc = h.waitForAccepted("team", 20*time.Second)
 	emails := team.Messages()
 	if len(emails) != 1 || len(h.fake.Messages()) != 0 {
@@ -150,6 +152,61 @@ func TestIdentityIsRequiredAllowedAndComplete(t *testing.T) {
 	})
 	if strings.Contains(h.logs.String(), teamAPIKey) {
 		t.Error("the manager logged the identity's API key")
+	}
+	h.noErrorLogged()
+}
+
+// TestKeysGoOnlyWhereTheirSecretSays: whoever may write identities cannot
+// send a key to a host of their choosing. An identity naming the
+// operator-wide Secret is refused, and so is one whose spec.apiBase is not
+// the API base in its own Secret; a second Mailgun (a collector) receives
+// nothing, neither a send nor a domain check with the key.
+func TestKeysGoOnlyWhereTheirSecretSays(t *testing.T) {
+	h := newHarness(t)
+	team := mailgunfake.Start(teamDomain, teamAPIKey)
+	t.Cleanup(team.Close)
+	collector := mailgunfake.Start(teamDomain, testAPIKey)
+	t.Cleanup(collector.Close)
+	operatorWide := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: config.DefaultSecretName},
+		StringData: map[string]string{config.SecretAPIKeyKey: testAPIKey},
+	}
+	if err := h.c.Create(h.ctx, operatorWide); err != nil {
+		t.Fatal(err)
+	}
+	h.createTeamSecret(teamAPIKey, team.APIBase())
+
+	borrowing := newIdentity(h, team, &infrav1.AllowedNamespaces{})
+	borrowing.Name = "borrowing-" + h.ns
+	borrowing.Spec.SecretRef.Name = config.DefaultSecretName
+	borrowing.Spec.APIBase = collector.APIBase()
+	h.createIdentity(borrowing)
+	redirected := newIdentity(h, team, &infrav1.AllowedNamespaces{})
+	redirected.Spec.APIBase = collector.APIBase()
+	h.createIdentity(redirected)
+	h.startManager()
+	h.createOwned("borrowing", usesIdentity(borrowing.Name))
+	h.createOwned("redirected", usesIdentity(redirected.Name))
+
+	mc := h.waitForReason("borrowing", infrav1.IdentityNotAllowedReason, 20*time.Second)
+	if msg := conditions.GetMessage(mc, infrav1.EmailSentCondition); !strings.Contains(msg, "names the operator-wide Secret") {
+		t.Errorf("IdentityNotAllowed message %q does not say the Secret is the operator-wide one", msg)
+	}
+	mc = h.waitForReason("redirected", infrav1.IdentityNotAllowedReason, 20*time.Second)
+	if msg := conditions.GetMessage(mc, infrav1.EmailSentCondition); !strings.Contains(msg, "spec.apiBase") {
+		t.Errorf("IdentityNotAllowed message %q does not name spec.apiBase", msg)
+	}
+	h.consistently(2*time.Second, "the collector receives nothing", func() (bool, string) {
+		sends, lookups := collector.Requests()
+		domains := collector.DomainRequests()
+		return sends+lookups+domains == 0, fmt.Sprintf("%d sends, %d lookups, %d domain checks", sends, lookups, domains)
+	})
+
+	// Without spec.apiBase the identity sends where its Secret says.
+	patchObj(h, redirected, func() { redirected.Spec.APIBase = "" })
+	h.waitForAccepted("redirected", 20*time.Second)
+	if n := len(team.Messages()); n != 1 {
+		t.Errorf("%d emails through the Secret's API base, want 1", n)
 	}
 	h.noErrorLogged()
 }
@@ -178,14 +235,15 @@ func TestIdentityChangedDuringSendIsNotResolvedBlindly(t *testing.T) {
 		}
 		return nil
 	})
-	h.createTeamSecret(teamAPIKey)
+	secret := h.createTeamSecret(teamAPIKey, team.APIBase())
 	id := newIdentity(h, team, &infrav1.AllowedNamespaces{})
 	h.createIdentity(id)
 	h.startManager()
 	h.createOwned("moving", usesIdentity(id.Name))
 	h.waitForReason("moving", infrav1.MailgunUnavailableReason, 20*time.Second)
 
-	patchObj(h, id, func() { id.Spec.Domain, id.Spec.APIBase = other.Domain, other.APIBase() })
+	patchObj(h, secret, func() { secret.StringData = map[string]string{config.SecretAPIBaseKey: other.APIBase()} })
+	patchObj(h, id, func() { id.Spec.Domain = other.Domain })
 	mc := h.waitForReason("moving", infrav1.SettingsChangedDuringSendReason, 20*time.Second)
 	if msg := conditions.GetMessage(mc, infrav1.EmailSentCondition); !strings.Contains(msg, fmt.Sprintf("%q", teamDomain)) {
 		t.Errorf("SettingsChangedDuringSend message %q does not name the domain the attempt was made with", msg)
@@ -198,7 +256,8 @@ func TestIdentityChangedDuringSendIsNotResolvedBlindly(t *testing.T) {
 	})
 
 	eventsDown.Store(false)
-	patchObj(h, id, func() { id.Spec.Domain, id.Spec.APIBase = team.Domain, team.APIBase() })
+	patchObj(h, secret, func() { secret.StringData = map[string]string{config.SecretAPIBaseKey: team.APIBase()} })
+	patchObj(h, id, func() { id.Spec.Domain = team.Domain })
 	mc = h.waitForAccepted("moving", 20*time.Second)
 	if n := len(team.Messages()) + len(other.Messages()); n != 1 || mc.Status.MessageID != team.Messages()[0].ID {
 		t.Errorf("%d emails, recorded %q; want the one accepted email", n, mc.Status.MessageID)
@@ -218,6 +277,7 @@ func TestInvalidIdentitiesAreRejected(t *testing.T) {
 		{"plain http to a remote host", func(s *infrav1.MailgunClusterIdentitySpec) { s.APIBase = "http://api.mailgun.net/v3" }, "spec.apiBase must be an https URL"},
 		{"not a URL", func(s *infrav1.MailgunClusterIdentitySpec) { s.APIBase = "api.mailgun.net" }, "spec.apiBase must be an https URL"},
 		{"a URL without a host", func(s *infrav1.MailgunClusterIdentitySpec) { s.APIBase = "https:///v3" }, "spec.apiBase must be an https URL"},
+		{"no API version in the path", func(s *infrav1.MailgunClusterIdentitySpec) { s.APIBase = "https://api.eu.mailgun.net" }, "spec.apiBase must end in the API version"},
 		{"domain with a space", func(s *infrav1.MailgunClusterIdentitySpec) { s.Domain = "mg example.com" }, "spec.domain must be a domain name"},
 		{"header injection in sender", func(s *infrav1.MailgunClusterIdentitySpec) {
 			s.Sender = "a@mg.example.com\r\nBcc: everyone@example.com"

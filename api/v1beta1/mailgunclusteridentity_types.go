@@ -38,14 +38,17 @@ type MailgunClusterIdentitySpec struct {
 	// +kubebuilder:validation:XValidation:rule=`self.matches(r"^([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")`,message="spec.domain must be a domain name such as mg.example.com"
 	Domain string `json:"domain"`
 
-	// apiBase is the Mailgun API base URL of the account's region:
-	// https://api.mailgun.net/v3 (US, the default) or
-	// https://api.eu.mailgun.net/v3 (EU). Plain http is allowed only for a
-	// loopback address (a local stand-in): the API key travels with every
-	// request.
+	// apiBase is deprecated: the Mailgun API base URL of the account's
+	// region now lives in key api_base of the Secret, next to the API key
+	// (https://api.mailgun.net/v3, US, when the key is absent), so that
+	// the key is only ever sent where whoever wrote the Secret chose. If
+	// set, it must equal the Secret's API base, or the identity is not
+	// used. Plain http is allowed only for a loopback address (a local
+	// stand-in), and the path must end in the API version, e.g. /v3.
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule=`isURL(self) && url(self).getHostname() != "" && (self.startsWith("https://") || self.matches(r"^http://(localhost|127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}|\[::1\])(:[0-9]{1,5})?(/.*)?$"))`,message="spec.apiBase must be an https URL such as https://api.eu.mailgun.net/v3 (plain http only for a loopback address)"
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r"/v[0-9]+/?$")`,message="spec.apiBase must end in the API version, such as https://api.eu.mailgun.net/v3"
 	APIBase string `json:"apiBase,omitempty"`
 
 	// sender is the From address of the request emails, e.g.

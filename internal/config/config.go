@@ -50,7 +50,10 @@ const (
 
 // Keys of the Secret and the ConfigMap.
 const (
-	SecretAPIKeyKey       = "api_key"
+	SecretAPIKeyKey = "api_key"
+	// SecretAPIBaseKey holds a MailgunClusterIdentity's API base in its
+	// Secret, next to the key it is for.
+	SecretAPIBaseKey      = "api_base"
 	ConfigMapDomainKey    = "mailgun_domain"
 	ConfigMapRecipientKey = "mail_recipient"
 	ConfigMapAPIBaseKey   = "mailgun_api_base"
@@ -219,8 +222,14 @@ func checkAddress(addr string) error {
 	return err
 }
 
+// apiVersionPath is the path an API base ends in: mailgun-go appends the
+// endpoints to it, and without it every call fails as if Mailgun had not
+// answered.
+var apiVersionPath = regexp.MustCompile(`/v[0-9]+$`)
+
 // checkAPIBase accepts https URLs, and plain http only for loopback hosts
-// (a local Mailgun stand-in): the API key travels in every request.
+// (a local Mailgun stand-in): the API key travels in every request. The
+// path must end in the API version.
 func checkAPIBase(base string) error {
 	u, err := url.Parse(base)
 	if err != nil {
@@ -228,6 +237,9 @@ func checkAPIBase(base string) error {
 	}
 	if u.Host == "" {
 		return errors.New("no host")
+	}
+	if !apiVersionPath.MatchString(u.Path) {
+		return fmt.Errorf("the path %q does not end in the API version, e.g. https://api.mailgun.net/v3", u.Path)
 	}
 	switch u.Scheme {
 	case "https":

@@ -123,6 +123,10 @@ func TestCheck(t *testing.T) {
 		{name: "header injection in recipient", mutate: func(s *mailer.Settings) { s.Recipient = "ops@example.com\r\nBcc: x@evil.test" }, want: []string{"control characters"}},
 		{name: "plain http to a remote host", mutate: func(s *mailer.Settings) { s.APIBase = "http://api.mailgun.net/v3" }, want: []string{"only allowed for loopback"}},
 		{name: "not a URL", mutate: func(s *mailer.Settings) { s.APIBase = "api.mailgun.net" }, want: []string{"no host"}},
+		{name: "no API version in the path", mutate: func(s *mailer.Settings) { s.APIBase = "https://api.eu.mailgun.net" }, want: []string{
+			`Mailgun API base "https://api.eu.mailgun.net" is not usable`, "does not end in the API version"}},
+		{name: "another path", mutate: func(s *mailer.Settings) { s.APIBase = "https://proxy.example.com/mailgun" }, want: []string{"does not end in the API version"}},
+		{name: "a version path behind a proxy prefix is fine", mutate: func(s *mailer.Settings) { s.APIBase = "https://proxy.example.com/mailgun/v3" }},
 	}
 	src := source(nil)
 	for _, tt := range tests {

@@ -83,6 +83,13 @@ func (s Settings) For(ctx context.Context, namespace string, ref *infrav1.Mailgu
 	}
 
 	secretName := id.Spec.SecretRef.Name
+	if secretName == s.Operator.SecretName {
+		// Whoever may write identities could otherwise send the
+		// operator-wide key to a host of their choosing.
+		return none, &Unusable{Reason: infrav1.IdentityNotAllowedReason, Message: fmt.Sprintf(
+			"spec.secretRef.name of MailgunClusterIdentity %s names the operator-wide Secret %s: an identity needs a Secret of its own, "+
+				"with the API key under key %q (and the API base under key %q)", id.Name, secretName, SecretAPIKeyKey, SecretAPIBaseKey)}, nil
+	}
 	if s.Operator.Namespace == "" {
 		return none, &Unusable{Reason: infrav1.IdentitySecretNotFoundReason, Message: fmt.Sprintf(
 			"the operator runs without a namespace for Secrets (--config-namespace is empty), so the Secret %s of MailgunClusterIdentity %s cannot be read",
@@ -105,11 +112,24 @@ func (s Settings) For(ctx context.Context, namespace string, ref *infrav1.Mailgu
 			s.Operator.Namespace, secretName, id.Name, SecretAPIKeyKey)}, nil
 	}
 
+	// The API base comes from the Secret, next to the key: the key goes
+	// only where whoever wrote the Secret sent it. spec.apiBase, where
+	// earlier versions read it, may only repeat it.
+	apiBase := strings.TrimRight(strings.TrimSpace(string(secret.Data[SecretAPIBaseKey])), "/")
+	if apiBase == "" {
+		apiBase = mailgun.APIBaseUS
+	}
+	if spec := strings.TrimRight(strings.TrimSpace(id.Spec.APIBase), "/"); spec != "" && spec != apiBase {
+		return none, &Unusable{Reason: infrav1.IdentityNotAllowedReason, Message: fmt.Sprintf(
+			"spec.apiBase of MailgunClusterIdentity %s is %q, but key %q of its Secret %s/%s gives %q (the US API base when the key is absent): "+
+				"the API key is only sent to the API base in its Secret; put the API base there and remove spec.apiBase",
+			id.Name, spec, SecretAPIBaseKey, s.Operator.Namespace, secretName, apiBase)}, nil
+	}
 	settings := mailer.Settings{
 		Domain:    strings.TrimSpace(id.Spec.Domain),
 		APIKey:    key,
 		Recipient: strings.TrimSpace(id.Spec.Recipient),
-		APIBase:   strings.TrimRight(strings.TrimSpace(id.Spec.APIBase), "/"),
+		APIBase:   apiBase,
 		Sender:    strings.TrimSpace(id.Spec.Sender),
 	}
 	recipientAt := fmt.Sprintf("spec.recipient of MailgunClusterIdentity %s", id.Name)
@@ -122,15 +142,12 @@ func (s Settings) For(ctx context.Context, namespace string, ref *infrav1.Mailgu
 		settings.Recipient = operator.Recipient
 		recipientAt += " (or the operator-wide recipient)"
 	}
-	if settings.APIBase == "" {
-		settings.APIBase = mailgun.APIBaseUS
-	}
 	at := func(field string) string { return fmt.Sprintf("%s of MailgunClusterIdentity %s", field, id.Name) }
 	if u := notConfigured(check(settings, fields{
 		domain:    at("spec.domain"),
 		apiKey:    fmt.Sprintf("key %q of Secret %s/%s", SecretAPIKeyKey, s.Operator.Namespace, secretName),
 		recipient: recipientAt,
-		apiBase:   at("spec.apiBase"),
+		apiBase:   fmt.Sprintf("key %q of Secret %s/%s", SecretAPIBaseKey, s.Operator.Namespace, secretName),
 		sender:    at("spec.sender"),
 	})); u != nil {
 		return none, u, nil

@@ -67,6 +67,7 @@ func TestSettingsFor(t *testing.T) {
 		configMap(map[string]string{config.ConfigMapDomainKey: "mg.example.com", config.ConfigMapRecipientKey: "infra@example.com"}),
 	}
 	withKey := teamSecret(map[string][]byte{config.SecretAPIKeyKey: []byte(teamKey + "\n")})
+	withEUBase := teamSecret(map[string][]byte{config.SecretAPIKeyKey: []byte(teamKey), config.SecretAPIBaseKey: []byte("https://api.eu.mailgun.net/v3\n")})
 	ref := &infrav1.MailgunClusterIdentityReference{Name: "payments"}
 	tests := []struct {
 		name      string
@@ -92,8 +93,32 @@ func TestSettingsFor(t *testing.T) {
 			wantReason: infrav1.MailgunNotConfiguredReason, wantIn: []string{"Mailgun domain is not set"},
 		},
 		{
-			name: "identity in the list: its account, domain and sender, the operator-wide recipient", namespace: "payments", ref: ref,
+			name: "identity in the list: its account, API base, domain and sender, the operator-wide recipient", namespace: "payments", ref: ref,
+			objs: append([]client.Object{withEUBase, identity(func(s *infrav1.MailgunClusterIdentitySpec) {
+				s.Sender = "Payments <clusters@mg.payments.example.com>"
+			})}, operatorWide...),
+			want: mailer.Settings{
+				Domain: "mg.payments.example.com", APIKey: teamKey, Recipient: "infra@example.com",
+				APIBase: "https://api.eu.mailgun.net/v3", Sender: "Payments <clusters@mg.payments.example.com>",
+			},
+		},
+		{
+			name: "an identity naming the operator-wide Secret is refused", namespace: "payments", ref: ref,
+			objs: append([]client.Object{identity(func(s *infrav1.MailgunClusterIdentitySpec) {
+				s.SecretRef.Name = config.DefaultSecretName
+			})}, operatorWide...),
+			wantReason: infrav1.IdentityNotAllowedReason, wantIn: []string{"spec.secretRef.name", "names the operator-wide Secret " + config.DefaultSecretName},
+		},
+		{
+			name: "spec.apiBase other than the Secret's is refused: the key goes only where its Secret says", namespace: "payments", ref: ref,
 			objs: append([]client.Object{withKey, identity(func(s *infrav1.MailgunClusterIdentitySpec) {
+				s.APIBase = "https://collector.example.net/v3"
+			})}, operatorWide...),
+			wantReason: infrav1.IdentityNotAllowedReason, wantIn: []string{`spec.apiBase of MailgunClusterIdentity payments is "https://collector.example.net/v3"`, `key "api_base"`},
+		},
+		{
+			name: "spec.apiBase repeating the Secret's is fine", namespace: "payments", ref: ref,
+			objs: append([]client.Object{withEUBase, identity(func(s *infrav1.MailgunClusterIdentitySpec) {
 				s.APIBase = "https://api.eu.mailgun.net/v3/"
 				s.Sender = "Payments <clusters@mg.payments.example.com>"
 			})}, operatorWide...),

@@ -18,6 +18,8 @@ package mailer
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,6 +67,9 @@ func classify(err error, hint *retryHint) *SendError {
 	if errors.Is(err, mailgun.ErrInvalidMessage) {
 		return &SendError{Class: ClassRejected, Message: err.Error(), Err: err}
 	}
+	if tlsFailed(err) {
+		return &SendError{Class: ClassTLS, Message: err.Error(), Err: err}
+	}
 	if notSent(err) {
 		return &SendError{Class: ClassUnreachable, Message: err.Error(), Err: err}
 	}
@@ -108,6 +113,25 @@ func notSent(err error) bool {
 		e = opErr.Err
 	}
 	return false
+}
+
+// tlsFailed reports whether err is a failed TLS handshake: the server's
+// certificate is not trusted, has expired or names another host, or the
+// server does not speak TLS.
+func tlsFailed(err error) bool {
+	var (
+		verify     *tls.CertificateVerificationError
+		unknownCA  x509.UnknownAuthorityError
+		hostname   x509.HostnameError
+		invalid    x509.CertificateInvalidError
+		notTLS     tls.RecordHeaderError
+		alertError tls.AlertError
+	)
+	return errors.As(err, &verify) || errors.As(err, &unknownCA) || errors.As(err, &hostname) ||
+		errors.As(err, &invalid) || errors.As(err, &notTLS) || errors.As(err, &alertError) ||
+		// net/http turns the record header error of a plain-HTTP server
+		// into an untyped error with this text.
+		strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
 }
 
 // responseMessage extracts Mailgun's explanation from an error body, which

@@ -264,6 +264,11 @@ const (
 	// ClassRejected means Mailgun answered another 4xx; the message will not be
 	// accepted as it is.
 	ClassRejected Class = "Rejected"
+	// ClassTLS means the TLS handshake failed (a certificate this machine
+	// does not trust or that names another host, an http server at an https
+	// API base): the settings or the trust store are wrong, and since no
+	// request is written before the handshake completes, nothing was sent.
+	ClassTLS Class = "TLSFailed"
 )
 
 func (c Class) String() string { return string(c) }
@@ -298,7 +303,7 @@ func RefusesSettings(err error) bool {
 		return false
 	}
 	switch AsSendError(err).Class {
-	case ClassUnauthorized, ClassForbidden, ClassDomainNotFound:
+	case ClassUnauthorized, ClassForbidden, ClassDomainNotFound, ClassTLS:
 		return true
 	}
 	return false

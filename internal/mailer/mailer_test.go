@@ -474,3 +474,31 @@ func TestSendThroughAnUnreachableProxyIsUnreachable(t *testing.T) {
 		t.Errorf("send through a proxy that refuses connections: %v, want class Unreachable", err)
 	}
 }
+
+// TestTLSFailuresAreTheirOwnClass: a certificate this machine does not
+// trust, or an API base whose server does not speak TLS, is a settings
+// problem in which nothing was sent (no request is written before the
+// handshake), not an outcome to look up.
+func TestTLSFailuresAreTheirOwnClass(t *testing.T) {
+	var requests atomic.Int64
+	handler := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { requests.Add(1) })
+	untrusted := httptest.NewTLSServer(handler)
+	defer untrusted.Close()
+	plain := httptest.NewServer(handler)
+	defer plain.Close()
+	for name, base := range map[string]string{
+		"certificate not trusted":   untrusted.URL + "/v3",
+		"server does not speak TLS": strings.Replace(plain.URL, "http://", "https://", 1) + "/v3",
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := mailer.New(mailer.Settings{Domain: domain, APIKey: apiKey, Recipient: recipient, APIBase: base}, 2*time.Second)
+			_, err := c.Send(context.Background(), request("<tls@mg.example.com>"))
+			if se := mailer.AsSendError(err); err == nil || se.Class != mailer.ClassTLS || !mailer.RefusesSettings(err) {
+				t.Errorf("send: %v, want class %s, refusing the settings", err, mailer.ClassTLS)
+			}
+		})
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("%d requests reached the servers, want none", n)
+	}
+}

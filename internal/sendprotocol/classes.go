@@ -40,6 +40,7 @@ const (
 	ClassForbidden      Class = Class(mailer.ClassForbidden)
 	ClassDomainNotFound Class = Class(mailer.ClassDomainNotFound)
 	ClassRejected       Class = Class(mailer.ClassRejected)
+	ClassTLS            Class = Class(mailer.ClassTLS)
 	// ClassConflict means an apiserver write lost an optimistic-locking race.
 	ClassConflict Class = "Conflict"
 	// ClassAPIServer means any other apiserver failure.
@@ -101,6 +102,7 @@ var policies = map[Class]Policy{
 	ClassForbidden:      {Reason: infrav1.RecipientNotAuthorizedReason, Retry: RetryRecheck},
 	ClassDomainNotFound: {Reason: infrav1.MailgunNotConfiguredReason, Retry: RetryRecheck},
 	ClassRejected:       {Reason: infrav1.MessageRejectedReason, Retry: RetryOnChange},
+	ClassTLS:            {Reason: infrav1.MailgunNotConfiguredReason, Retry: RetryRecheck},
 	ClassConflict:       {Retry: RetryConflict},
 	ClassAPIServer:      {Retry: RetryController},
 	ClassFenced:         {Retry: RetryBackoff, Quiet: true},

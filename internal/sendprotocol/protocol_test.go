@@ -320,7 +320,7 @@ func TestClaimValueCarriesTheHolder(t *testing.T) {
 
 func TestEveryMailerClassHasAPolicy(t *testing.T) {
 	for _, c := range []mailer.Class{mailer.ClassOutcomeUnknown, mailer.ClassUnavailable, mailer.ClassUnreachable, mailer.ClassRateLimited,
-		mailer.ClassUnauthorized, mailer.ClassForbidden, mailer.ClassDomainNotFound, mailer.ClassRejected} {
+		mailer.ClassUnauthorized, mailer.ClassForbidden, mailer.ClassDomainNotFound, mailer.ClassRejected, mailer.ClassTLS} {
 		if _, ok := policies[Class(c)]; !ok {
 			t.Errorf("no policy for %s", c)
 		}
