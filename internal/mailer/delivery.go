@@ -57,6 +57,8 @@ type Delivery struct {
 // outcomes win over earlier ones: a complaint implies delivery, a delivery
 // after temporary failures is a delivery.
 func (c *Client) Delivery(ctx context.Context, messageID string) (Delivery, error) {
+	// Polls only use the request budget sends leave (limitTransport).
+	ctx = inBackground(ctx)
 	d := Delivery{State: DeliveryPending}
 	rank := map[DeliveryState]int{DeliveryPending: 0, DeliveryRetrying: 1, DeliveryRejected: 2, DeliveryFailed: 3, Delivered: 4, DeliveryComplained: 5}
 	err := c.eachEvent(ctx, messageID, func(ev mailgun.Event) bool {

@@ -17,6 +17,8 @@ limitations under the License.
 package mailer
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -41,14 +43,36 @@ type Limit struct {
 // fails at once without being sent: let go that late, it would likely time
 // out after it was written, and a send that times out has an unknown
 // outcome (a settle wait and lookups) where a refused one has none.
+//
+// Background requests (delivery polls) only use spare capacity: they go
+// while at least half the burst is left and never wait, so that polls for
+// thousands of accepted emails cannot starve the sends of new ones.
 type limitTransport struct {
 	limiter *rate.Limiter
 	next    http.RoundTripper
 }
 
+type backgroundKey struct{}
+
+// inBackground marks ctx's requests as background: they use only spare
+// capacity of the Limit.
+func inBackground(ctx context.Context) context.Context {
+	return context.WithValue(ctx, backgroundKey{}, true)
+}
+
 func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	now := time.Now()
+	if background, _ := ctx.Value(backgroundKey{}).(bool); background {
+		// Taking one must leave half the burst for sends.
+		if reserve := float64(t.limiter.Burst() / 2); t.limiter.TokensAt(now) < reserve+1 {
+			return nil, &throttledError{background: true}
+		}
+		if !t.limiter.AllowN(now, 1) {
+			return nil, &throttledError{background: true}
+		}
+		return t.next.RoundTrip(req)
+	}
 	deadline, ok := ctx.Deadline()
 	if d, fenced := ctx.Value(writeDeadlineKey{}).(time.Time); fenced && !d.IsZero() && (!ok || d.Before(deadline)) {
 		deadline, ok = d, true
@@ -76,9 +100,21 @@ func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 type throttledError struct {
 	delay, left time.Duration
 	err         error
+	// background: a delivery poll deferred to leave the capacity to sends.
+	background bool
+}
+
+// Deferred reports whether err is a background request (a delivery poll)
+// the Limit deferred because sends need the capacity: not a failure.
+func Deferred(err error) bool {
+	var t *throttledError
+	return errors.As(err, &t) && t.background
 }
 
 func (e *throttledError) Error() string {
+	if e.background {
+		return "deferred: delivery polls only use spare capacity of the operator's bound on requests to Mailgun (--mailgun-qps); sends come first"
+	}
 	msg := fmt.Sprintf("not sent: the operator's own bound on requests to Mailgun (--mailgun-qps) would hold it %v with %v left before its deadline",
 		e.delay.Round(time.Millisecond), e.left.Round(time.Millisecond))
 	if e.err != nil {

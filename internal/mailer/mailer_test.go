@@ -502,3 +502,41 @@ func TestTLSFailuresAreTheirOwnClass(t *testing.T) {
 		t.Errorf("%d requests reached the servers, want none", n)
 	}
 }
+
+// TestDeliveryPollsLeaveTheBudgetToSends: delivery polls go only while at
+// least half the burst is left, and never wait; sends then have the rest.
+// Before, thousands of polls for accepted emails shared --mailgun-qps with
+// the sends of new ones and left them a few per second.
+func TestDeliveryPollsLeaveTheBudgetToSends(t *testing.T) {
+	fake := mailgunfake.Start(domain, apiKey)
+	defer fake.Close()
+	// A slow refill: the test sees the burst only.
+	pool := mailer.NewPool(2*time.Second, 4, mailer.Limit{QPS: 0.01, Burst: 6})
+	c := pool.Client(mailer.Settings{Domain: domain, APIKey: apiKey, Recipient: recipient, APIBase: fake.APIBase()})
+	ctx := context.Background()
+
+	polled, deferred := 0, 0
+	for range 10 {
+		start := time.Now()
+		_, err := c.Delivery(ctx, "<accepted@mg.example.com>")
+		switch {
+		case err == nil:
+			polled++
+		case mailer.Deferred(err):
+			deferred++
+			if d := time.Since(start); d > 50*time.Millisecond {
+				t.Errorf("a deferred poll took %s: polls must not wait for the budget", d)
+			}
+		default:
+			t.Fatalf("poll: %v", err)
+		}
+	}
+	if polled != 3 || deferred != 7 {
+		t.Errorf("%d polls went and %d were deferred, want 3 and 7: polls leave half the burst of 6", polled, deferred)
+	}
+	for i := range 3 {
+		if _, err := c.Send(ctx, request(fmt.Sprintf("<send-%d@mg.example.com>", i))); err != nil {
+			t.Errorf("send %d after the polls: %v, want the half of the burst the polls left", i, err)
+		}
+	}
+}

@@ -94,6 +94,11 @@ func (d *Driver[T]) trackDelivery(ctx context.Context, obj T, identity *infrav1.
 		return ctrl.Result{RequeueAfter: next}, nil
 	}
 	dl, err := d.NewMailer(settings).Delivery(ctx, id)
+	if mailer.Deferred(err) {
+		// Sends needed the request budget: normal under load.
+		log.V(1).Info("Delivery poll deferred: sends come first; will look again", "messageID", id, "after", next)
+		return ctrl.Result{RequeueAfter: next}, nil
+	}
 	if err != nil {
 		log.Info("Could not read the delivery of the request email; will look again", "messageID", id, "error", err.Error(), "after", next)
 		return ctrl.Result{RequeueAfter: next}, nil
