@@ -17,7 +17,6 @@ limitations under the License.
 package controllers_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -766,35 +765,6 @@ func TestTemplateSpecIsImmutable(t *testing.T) {
 	}
 }
 
-// writeCounter counts the manager's writes to MailgunClusters.
-type writeCounter struct {
-	client.Client
-	patches, statusWrites atomic.Int64
-}
-
-func (c *writeCounter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	if _, ok := obj.(*infrav1.MailgunCluster); ok {
-		c.patches.Add(1)
-	}
-	return c.Client.Patch(ctx, obj, patch, opts...)
-}
-
-func (c *writeCounter) Status() client.SubResourceWriter {
-	return &statusCounter{SubResourceWriter: c.Client.Status(), c: c}
-}
-
-type statusCounter struct {
-	client.SubResourceWriter
-	c *writeCounter
-}
-
-func (s *statusCounter) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	if _, ok := obj.(*infrav1.MailgunCluster); ok {
-		s.c.statusWrites.Add(1)
-	}
-	return s.SubResourceWriter.Update(ctx, obj, opts...)
-}
-
 // TestOutageIsBounded: while Mailgun fails every request one way (5xx,
 // 429 without a retry hint, connection refused), one MailgunCluster costs
 // a bounded number of Mailgun calls, object writes and events: one backoff
@@ -836,7 +806,7 @@ func TestOutageIsBounded(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t)
-			wc := &writeCounter{}
+			wc := &writeRecorder{}
 			h.mailgunDown.Store(true)
 			tt.fail(h)
 			h.startManager(func(o *operator.Options) {
@@ -847,7 +817,7 @@ func TestOutageIsBounded(t *testing.T) {
 			time.Sleep(outage)
 			sends, lookups := h.fake.Requests()
 			domains := h.fake.DomainRequests()
-			patches, statusWrites := wc.patches.Load(), wc.statusWrites.Load()
+			patches, statusWrites := int64(wc.count("mailgunclusters", "patch")), int64(wc.count("mailgunclusters/status", "update"))
 			events := len(h.events("outage"))
 			t.Logf("in a %s outage: %d sends, %d event lookups, %d domain checks, %d metadata patches, %d status writes, %d events",
 				outage, sends, lookups, domains, patches, statusWrites, events)

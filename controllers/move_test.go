@@ -50,27 +50,14 @@ import (
 // and the block, and starts no send, so the move goes on.
 func TestPauseAfterTheClaimWithholdsTheSend(t *testing.T) {
 	ctx := context.Background()
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{infrav1.AddToScheme, clusterv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
 	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "moving", UID: "uid-cluster"},
 		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
 			APIGroup: infrav1.GroupVersion.Group, Kind: "MailgunCluster", Name: "moving"}}}
 	mc := &infrav1.MailgunCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "moving", UID: "uid-moving",
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: "moving", UID: "uid-cluster"}}},
 		Spec: infrav1.MailgunClusterSpec{Priority: infrav1.PriorityUrgent, Request: "r", Requester: "ops@example.com"}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cluster, mc).WithStatusSubresource(mc).Build()
 	m := &countingMailer{}
-	r := NewMailgunClusterReconciler(send.Sender{
-		Client: c, APIReader: c, Recorder: events.NewFakeRecorder(100), Settings: fixedSettings{}, Metrics: metrics.New(),
-		NewMailer: func(mailer.Settings) send.Mailer { return m },
-		Protocol: sendprotocol.Protocol{Holder: "test", SettleTime: time.Hour, RecheckInterval: time.Minute,
-			Backoff: time.Second, MaxBackoff: time.Minute, ConflictDelay: time.Second},
-		DeliveryPollInterval: time.Hour, DeliveryTrackingTimeout: 24 * time.Hour,
-	})
+	c, r := withFakeClient(t, m, cluster, mc)
 
 	// The reconcile read the Cluster unpaused; clusterctl pauses it before
 	// the send.
@@ -122,12 +109,6 @@ func TestPauseAfterTheClaimWithholdsTheSend(t *testing.T) {
 // cannot be reached, so the copy's email is not accepted yet.
 func TestRestoredCopyIsNotProvisionedBeforeItsEmail(t *testing.T) {
 	ctx := context.Background()
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{infrav1.AddToScheme, clusterv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
 	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "copy", UID: "uid-cluster"},
 		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
 			APIGroup: infrav1.GroupVersion.Group, Kind: "MailgunCluster", Name: "copy"}}}
@@ -142,15 +123,7 @@ func TestRestoredCopyIsNotProvisionedBeforeItsEmail(t *testing.T) {
 		Status: infrav1.MailgunClusterStatus{MessageID: "<original@mg.example.com>",
 			Initialization: infrav1.MailgunClusterInitializationStatus{Provisioned: ptr.To(true)}}}
 	send.SetEmailSent(restored, metav1.ConditionTrue, infrav1.EmailAcceptedReason, "Mailgun accepted the request email, message ID <original@mg.example.com>")
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cluster, restored).WithStatusSubresource(restored).Build()
-	r := NewMailgunClusterReconciler(send.Sender{
-		Client: c, APIReader: c, Recorder: events.NewFakeRecorder(100), Settings: fixedSettings{}, Metrics: metrics.New(),
-		NewMailer: func(mailer.Settings) send.Mailer { return unreachableMailer{} },
-		Protocol: sendprotocol.Protocol{Holder: "test", SettleTime: time.Hour, RecheckInterval: time.Minute,
-			Backoff: time.Second, MaxBackoff: time.Minute, ConflictDelay: time.Second},
-		DeliveryPollInterval: time.Hour, DeliveryTrackingTimeout: 24 * time.Hour,
-	})
-	r.clusterAPI.Store(true)
+	c, r := withFakeClient(t, unreachableMailer{}, cluster, restored)
 	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(restored)}); err != nil {
 		t.Fatal(err)
 	}
@@ -162,6 +135,34 @@ func TestRestoredCopyIsNotProvisionedBeforeItsEmail(t *testing.T) {
 		t.Errorf("provisioned %v, messageID %q, Ready %+v: want a copy without its own email not provisioned, without an ID, not Ready",
 			got.Status.Initialization.Provisioned, got.Status.MessageID, conditions.Get(got, infrav1.ReadyCondition))
 	}
+}
+
+// withFakeClient returns controller-runtime's fake client holding objs, and
+// a reconciler on it that sends through m with fixed settings.
+func withFakeClient(t *testing.T, m send.Mailer, objs ...client.Object) (client.Client, *MailgunClusterReconciler) {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{infrav1.AddToScheme, clusterv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var withStatus []client.Object
+	for _, obj := range objs {
+		if _, ok := obj.(*infrav1.MailgunCluster); ok {
+			withStatus = append(withStatus, obj)
+		}
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(withStatus...).Build()
+	r := NewMailgunClusterReconciler(send.Sender{
+		Client: c, APIReader: c, Recorder: events.NewFakeRecorder(100), Settings: fixedSettings{}, Metrics: metrics.New(),
+		NewMailer: func(mailer.Settings) send.Mailer { return m },
+		Protocol: sendprotocol.Protocol{Holder: "test", SettleTime: time.Hour, RecheckInterval: time.Minute,
+			Backoff: time.Second, MaxBackoff: time.Minute, ConflictDelay: time.Second},
+		DeliveryPollInterval: time.Hour, DeliveryTrackingTimeout: 24 * time.Hour,
+	})
+	r.clusterAPI.Store(true)
+	return c, r
 }
 
 // unreachableMailer fails every call as a refused connection.

@@ -19,6 +19,7 @@ package controllers_test
 import (
 	"bytes"
 	"context"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -36,79 +37,80 @@ import (
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/mailgunfake"
 )
 
-// verbRecorder records the write verbs the manager's client uses on
-// MailgunClusters, by resource ("mailgunclusters", "mailgunclusters/status").
-type verbRecorder struct {
+// writeRecorder counts the writes the manager's client makes to
+// MailgunClusters, by resource ("mailgunclusters",
+// "mailgunclusters/status") and verb.
+type writeRecorder struct {
 	client.Client
-	mu   sync.Mutex
-	used map[string]sets.Set[string]
+	mu     sync.Mutex
+	counts map[string]map[string]int
 }
 
-func (c *verbRecorder) record(resource, verb string) {
+func (c *writeRecorder) record(obj client.Object, resource, verb string) {
+	if _, ok := obj.(*infrav1.MailgunCluster); !ok {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.used == nil {
-		c.used = map[string]sets.Set[string]{}
+	if c.counts == nil {
+		c.counts = map[string]map[string]int{}
 	}
-	if c.used[resource] == nil {
-		c.used[resource] = sets.New[string]()
+	if c.counts[resource] == nil {
+		c.counts[resource] = map[string]int{}
 	}
-	c.used[resource].Insert(verb)
+	c.counts[resource][verb]++
 }
 
-func isMailgunCluster(obj client.Object) bool {
-	_, ok := obj.(*infrav1.MailgunCluster)
-	return ok
+// count is how many writes with verb reached resource.
+func (c *writeRecorder) count(resource, verb string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[resource][verb]
 }
 
-func (c *verbRecorder) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	if isMailgunCluster(obj) {
-		c.record("mailgunclusters", "create")
-	}
+// verbs are the verbs used on resource.
+func (c *writeRecorder) verbs(resource string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Sorted(maps.Keys(c.counts[resource]))
+}
+
+func (c *writeRecorder) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	c.record(obj, "mailgunclusters", "create")
 	return c.Client.Create(ctx, obj, opts...)
 }
 
-func (c *verbRecorder) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
-	if isMailgunCluster(obj) {
-		c.record("mailgunclusters", "update")
-	}
+func (c *writeRecorder) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	c.record(obj, "mailgunclusters", "update")
 	return c.Client.Update(ctx, obj, opts...)
 }
 
-func (c *verbRecorder) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	if isMailgunCluster(obj) {
-		c.record("mailgunclusters", "patch")
-	}
+func (c *writeRecorder) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	c.record(obj, "mailgunclusters", "patch")
 	return c.Client.Patch(ctx, obj, patch, opts...)
 }
 
-func (c *verbRecorder) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
-	if isMailgunCluster(obj) {
-		c.record("mailgunclusters", "delete")
-	}
+func (c *writeRecorder) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	c.record(obj, "mailgunclusters", "delete")
 	return c.Client.Delete(ctx, obj, opts...)
 }
 
-func (c *verbRecorder) Status() client.SubResourceWriter {
-	return &statusVerbRecorder{SubResourceWriter: c.Client.Status(), c: c}
+func (c *writeRecorder) Status() client.SubResourceWriter {
+	return &statusRecorder{SubResourceWriter: c.Client.Status(), c: c}
 }
 
-type statusVerbRecorder struct {
+type statusRecorder struct {
 	client.SubResourceWriter
-	c *verbRecorder
+	c *writeRecorder
 }
 
-func (s *statusVerbRecorder) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	if isMailgunCluster(obj) {
-		s.c.record("mailgunclusters/status", "update")
-	}
+func (s *statusRecorder) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	s.c.record(obj, "mailgunclusters/status", "update")
 	return s.SubResourceWriter.Update(ctx, obj, opts...)
 }
 
-func (s *statusVerbRecorder) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	if isMailgunCluster(obj) {
-		s.c.record("mailgunclusters/status", "patch")
-	}
+func (s *statusRecorder) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	s.c.record(obj, "mailgunclusters/status", "patch")
 	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
 }
 
@@ -119,7 +121,7 @@ func (s *statusVerbRecorder) Patch(ctx context.Context, obj client.Object, patch
 // less. (Reads go through the cache: get, list and watch.)
 func TestRoleGrantsWhatTheReconcilerCalls(t *testing.T) {
 	h := newHarness(t)
-	rec := &verbRecorder{}
+	rec := &writeRecorder{}
 	h.fake.FailSends(mailgunfake.StatusFault(429, "slow down"))
 	h.startManager(func(o *operator.Options) {
 		o.WrapClient = func(c client.Client) client.Client { rec.Client = c; return rec }
@@ -144,10 +146,8 @@ func TestRoleGrantsWhatTheReconcilerCalls(t *testing.T) {
 	})
 
 	granted := grantedWrites(t, "../config/rbac/role.yaml", infrav1.GroupVersion.Group)
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
 	for _, resource := range []string{"mailgunclusters", "mailgunclusters/status"} {
-		used := sets.List(rec.used[resource])
+		used := rec.verbs(resource)
 		want := sets.List(granted[resource])
 		if !slices.Equal(used, want) {
 			t.Errorf("%s: the operator wrote with %v, the role grants %v", resource, used, want)

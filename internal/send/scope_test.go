@@ -114,16 +114,12 @@ func TestScopeWrites(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			scheme := runtime.NewScheme()
-			if err := infrav1.AddToScheme(scheme); err != nil {
-				t.Fatal(err)
-			}
 			mc := &infrav1.MailgunCluster{
 				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "mc", Generation: 1},
 				Spec:       infrav1.MailgunClusterSpec{Priority: infrav1.PriorityUrgent, Request: "r", Requester: "ops@example.com"},
 				Status:     infrav1.MailgunClusterStatus{ObservedGeneration: 1},
 			}
-			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(mc).WithStatusSubresource(mc).Build()
+			c := fakeClient(t, mc)
 			first := &infrav1.MailgunCluster{}
 			if err := c.Get(ctx, client.ObjectKeyFromObject(mc), first); err != nil {
 				t.Fatal(err)
@@ -176,14 +172,10 @@ func TestStaleRecordWritesAreRefused(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			scheme := runtime.NewScheme()
-			if err := infrav1.AddToScheme(scheme); err != nil {
-				t.Fatal(err)
-			}
 			mc := &infrav1.MailgunCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "mc", Annotations: map[string]string{
 				infrav1.MessageIDAnnotation: "<mailguncluster.uid@example.com>", infrav1.SendAttemptedAtAnnotation: claimA,
 			}}}
-			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(mc).WithStatusSubresource(mc).Build()
+			c := fakeClient(t, mc)
 			deposed := &infrav1.MailgunCluster{}
 			if err := c.Get(ctx, client.ObjectKeyFromObject(mc), deposed); err != nil {
 				t.Fatal(err)
@@ -211,4 +203,15 @@ func TestStaleRecordWritesAreRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fakeClient is controller-runtime's fake client holding mc, which enforces
+// resourceVersion preconditions like the apiserver.
+func fakeClient(t *testing.T, mc *infrav1.MailgunCluster) client.Client {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := infrav1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(mc).WithStatusSubresource(mc).Build()
 }

@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	clusterctlclient "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -91,34 +92,14 @@ func TestMoveKeepsTheEmailRecord(t *testing.T) {
 	source := startManagementCluster(ctx, t, "source", fake)
 	target := startManagementCluster(ctx, t, "target", fake)
 
-	cluster := testenv.ClusterFor(moveNamespace, "prod")
-	if err := source.env.Client.Create(ctx, cluster); err != nil {
-		t.Fatal(err)
-	}
-	mc := &infrav1.MailgunCluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: moveNamespace, Name: "prod", OwnerReferences: []metav1.OwnerReference{testenv.OwnerRef(cluster)}},
-		Spec:       infrav1.MailgunClusterSpec{Priority: infrav1.PriorityUrgent, Request: "Three nodes, please.", Requester: "alice@example.com"},
-	}
-	if err := source.env.Client.Create(ctx, mc); err != nil {
-		t.Fatal(err)
-	}
+	cluster, mc := source.createCluster(ctx, t, "prod")
 	sentID := waitReady(ctx, t, source, "prod")
 
 	if err := testenv.StandInControlPlane(ctx, source.env.Client, cluster); err != nil {
 		t.Fatal(err)
 	}
 
-	cc, err := clusterctlclient.New(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cc.Move(ctx, clusterctlclient.MoveOptions{
-		FromKubeconfig: clusterctlclient.Kubeconfig{Path: source.kubeconfig},
-		ToKubeconfig:   clusterctlclient.Kubeconfig{Path: target.kubeconfig},
-		Namespace:      moveNamespace,
-	}); err != nil {
-		t.Fatalf("clusterctl move: %v", err)
-	}
+	move(ctx, t, source, target)
 
 	if got := waitReady(ctx, t, target, "prod"); got != sentID {
 		t.Errorf("the moved MailgunCluster records %q, want the email sent before the move, %q", got, sentID)
@@ -134,11 +115,7 @@ func TestMoveKeepsTheEmailRecord(t *testing.T) {
 	if n := len(fake.MessagesWithVariable(mailer.VarObject, moveNamespace+"/prod")); n != 1 {
 		t.Errorf("%d emails, want the one sent before the move", n)
 	}
-	for _, m := range []*managementCluster{source, target} {
-		for _, line := range m.logs.ErrorLines() {
-			t.Errorf("%s's operator logged an error: %s", m.name, line)
-		}
-	}
+	noErrorLogged(t, source, target)
 }
 
 // TestMoveWaitsForAHeldSend moves a cluster while its email's outcome is
@@ -160,17 +137,7 @@ func TestMoveWaitsForAHeldSend(t *testing.T) {
 	source := startManagementCluster(ctx, t, "source", fake)
 	target := startManagementCluster(ctx, t, "target", fake)
 
-	cluster := testenv.ClusterFor(moveNamespace, "held")
-	if err := source.env.Client.Create(ctx, cluster); err != nil {
-		t.Fatal(err)
-	}
-	mc := &infrav1.MailgunCluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: moveNamespace, Name: "held", OwnerReferences: []metav1.OwnerReference{testenv.OwnerRef(cluster)}},
-		Spec:       infrav1.MailgunClusterSpec{Priority: infrav1.PriorityUrgent, Request: "Three nodes, please.", Requester: "alice@example.com"},
-	}
-	if err := source.env.Client.Create(ctx, mc); err != nil {
-		t.Fatal(err)
-	}
+	cluster, mc := source.createCluster(ctx, t, "held")
 	if ok, state := poll.Until(ctx, 30*time.Second, 100*time.Millisecond, func() (bool, string) {
 		got := &infrav1.MailgunCluster{}
 		if err := source.env.Client.Get(ctx, client.ObjectKeyFromObject(mc), got); err != nil {
@@ -186,17 +153,7 @@ func TestMoveWaitsForAHeldSend(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cc, err := clusterctlclient.New(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cc.Move(ctx, clusterctlclient.MoveOptions{
-		FromKubeconfig: clusterctlclient.Kubeconfig{Path: source.kubeconfig},
-		ToKubeconfig:   clusterctlclient.Kubeconfig{Path: target.kubeconfig},
-		Namespace:      moveNamespace,
-	}); err != nil {
-		t.Fatalf("clusterctl move: %v", err)
-	}
+	move(ctx, t, source, target)
 	moved := &infrav1.MailgunCluster{}
 	if err := target.env.Client.Get(ctx, client.ObjectKeyFromObject(mc), moved); err != nil {
 		t.Fatal(err)
@@ -212,7 +169,46 @@ func TestMoveWaitsForAHeldSend(t *testing.T) {
 	if n := len(fake.MessagesWithVariable(mailer.VarObject, moveNamespace+"/held")); n != 1 {
 		t.Errorf("%d emails, want 1", n)
 	}
-	for _, m := range []*managementCluster{source, target} {
+	noErrorLogged(t, source, target)
+}
+
+// createCluster creates a Cluster and the MailgunCluster it owns, name.
+func (m *managementCluster) createCluster(ctx context.Context, t *testing.T, name string) (*clusterv1.Cluster, *infrav1.MailgunCluster) {
+	t.Helper()
+	cluster := testenv.ClusterFor(moveNamespace, name)
+	if err := m.env.Client.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	mc := &infrav1.MailgunCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: moveNamespace, Name: name, OwnerReferences: []metav1.OwnerReference{testenv.OwnerRef(cluster)}},
+		Spec:       infrav1.MailgunClusterSpec{Priority: infrav1.PriorityUrgent, Request: "Three nodes, please.", Requester: "alice@example.com"},
+	}
+	if err := m.env.Client.Create(ctx, mc); err != nil {
+		t.Fatal(err)
+	}
+	return cluster, mc
+}
+
+// move runs clusterctl's own move of moveNamespace from source to target.
+func move(ctx context.Context, t *testing.T, source, target *managementCluster) {
+	t.Helper()
+	cc, err := clusterctlclient.New(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cc.Move(ctx, clusterctlclient.MoveOptions{
+		FromKubeconfig: clusterctlclient.Kubeconfig{Path: source.kubeconfig},
+		ToKubeconfig:   clusterctlclient.Kubeconfig{Path: target.kubeconfig},
+		Namespace:      moveNamespace,
+	}); err != nil {
+		t.Fatalf("clusterctl move: %v", err)
+	}
+}
+
+// noErrorLogged fails the test for every error line an operator logged.
+func noErrorLogged(t *testing.T, clusters ...*managementCluster) {
+	t.Helper()
+	for _, m := range clusters {
 		for _, line := range m.logs.ErrorLines() {
 			t.Errorf("%s's operator logged an error: %s", m.name, line)
 		}

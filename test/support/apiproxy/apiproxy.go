@@ -59,6 +59,8 @@ type Proxy struct {
 
 	mu  sync.Mutex
 	rng *rand.Rand
+	// writesTo counts the writes per MailgunCluster, "<namespace>/<name>".
+	writesTo map[string]int
 
 	// Writes counts PATCH/PUT requests to MailgunClusters (metadata and
 	// status); Refused and Lost the injected failures among them.
@@ -123,6 +125,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Writes.Add(1)
+	p.mu.Lock()
+	if p.writesTo == nil {
+		p.writesTo = map[string]int{}
+	}
+	p.writesTo[writtenObject(r)]++
+	p.mu.Unlock()
 	if p.opts.FailRate == 0 {
 		p.proxy.ServeHTTP(w, r)
 		return
@@ -141,6 +149,26 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		p.proxy.ServeHTTP(w, r)
 	}
+}
+
+// WritesTo is how many writes reached the proxy for the MailgunCluster
+// namespace/name, metadata and status.
+func (p *Proxy) WritesTo(namespace, name string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.writesTo[namespace+"/"+name]
+}
+
+// writtenObject is "<namespace>/<name>" of the MailgunCluster a write goes
+// to: .../namespaces/<namespace>/mailgunclusters/<name>[/status].
+func writtenObject(r *http.Request) string {
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	for i := 0; i+3 < len(parts); i++ {
+		if parts[i] == "namespaces" && parts[i+2] == "mailgunclusters" {
+			return parts[i+1] + "/" + parts[i+3]
+		}
+	}
+	return ""
 }
 
 func isMailgunClusterWrite(r *http.Request) bool {
