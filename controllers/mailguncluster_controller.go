@@ -119,9 +119,9 @@ var mailgunClusterKind = send.Kind[*infrav1.MailgunCluster]{
 			}
 			cluster := &clusterv1.Cluster{}
 			if err := r.Get(ctx, client.ObjectKey{Namespace: mc.Namespace, Name: ref.Name}, cluster); err != nil {
-				// No owner, no move of it: clusterctl moves objects by
-				// their Cluster.
-				return false, client.IgnoreNotFound(err)
+				// A Cluster gone since the reconcile read it (clusterctl
+				// move deletes the source's) counts as paused: no send.
+				return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 			}
 			return ptr.Deref(cluster.Spec.Paused, false), nil
 		}

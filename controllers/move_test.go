@@ -18,12 +18,14 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -32,6 +34,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
@@ -57,7 +60,7 @@ func TestPauseAfterTheClaimWithholdsTheSend(t *testing.T) {
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: "moving", UID: "uid-cluster"}}},
 		Spec: infrav1.MailgunClusterSpec{Priority: infrav1.PriorityUrgent, Request: "r", Requester: "ops@example.com"}}
 	m := &countingMailer{}
-	c, r := withFakeClient(t, m, cluster, mc)
+	c, r := withFakeClient(t, m, fixedSettings{}, nil, cluster, mc)
 
 	// The reconcile read the Cluster unpaused; clusterctl pauses it before
 	// the send.
@@ -85,9 +88,17 @@ func TestPauseAfterTheClaimWithholdsTheSend(t *testing.T) {
 		t.Fatalf("annotations %v: want the claim written with the block on clusterctl move", got.Annotations)
 	}
 
-	// Paused, the reconciler resolves the attempt: known unsent, dropped.
-	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(mc)}); err != nil {
-		t.Fatal(err)
+	// Paused, the reconciler resolves the attempt once the withheld send's
+	// hold ends: known unsent, dropped.
+	for range 3 {
+		res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(mc)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.RequeueAfter <= 0 || res.RequeueAfter > 5*time.Second {
+			break
+		}
+		time.Sleep(res.RequeueAfter)
 	}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(mc), got); err != nil {
 		t.Fatal(err)
@@ -100,6 +111,88 @@ func TestPauseAfterTheClaimWithholdsTheSend(t *testing.T) {
 	if m.sends.Load() != 0 || m.lookups.Load() != 0 {
 		t.Errorf("%d sends and %d lookups while paused, want none: the claim is known unsent", m.sends.Load(), m.lookups.Load())
 	}
+}
+
+// TestClusterGoneAfterTheClaimWithholdsTheSend: clusterctl move deletes the
+// source's Cluster after copying; a reconcile that read it before re-reads
+// it right before sending, finds it gone, and does not send.
+func TestClusterGoneAfterTheClaimWithholdsTheSend(t *testing.T) {
+	ctx := context.Background()
+	cluster, mc := ownedMailgunCluster("moved")
+	m := &countingMailer{}
+	c, r := withFakeClient(t, m, fixedSettings{}, nil, cluster, mc)
+	stale := &infrav1.MailgunCluster{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(mc), stale); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	s := send.NewScope(stale, c)
+	res, err := r.EnsureSent(ctx, s, nil)
+	if _, err := r.Finish(ctx, s, res, err); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.sends.Load(); n != 0 {
+		t.Errorf("%d sends after the Cluster was deleted, want none", n)
+	}
+}
+
+// TestKnownAcceptanceIsRecordedWhateverTheSettings: when the write that
+// records an acceptance fails, the accepted ID waits in memory; if the
+// settings become unusable meanwhile, it is still recorded (not held back
+// behind a settings condition, and lost at the next restart).
+func TestKnownAcceptanceIsRecordedWhateverTheSettings(t *testing.T) {
+	ctx := context.Background()
+	cluster, mc := ownedMailgunCluster("accepted")
+	m := &countingMailer{}
+	settings := &toggledSettings{}
+	var failedRecord atomic.Bool
+	funcs := &interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+		if obj.GetAnnotations()[infrav1.AcceptedMessageIDAnnotation] != "" && failedRecord.CompareAndSwap(false, true) {
+			return errors.New("injected: the record write fails")
+		}
+		return c.Patch(ctx, obj, patch, opts...)
+	}}
+	c, r := withFakeClient(t, m, settings, funcs, cluster, mc)
+	key := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(mc)}
+	if _, err := r.Reconcile(ctx, key); err == nil || !failedRecord.Load() || m.sends.Load() != 1 {
+		t.Fatalf("first reconcile: %v after %d sends; want the record write to fail after one send", err, m.sends.Load())
+	}
+	settings.unusable.Store(true)
+	if _, err := r.Reconcile(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	got := &infrav1.MailgunCluster{}
+	if err := c.Get(ctx, key.NamespacedName, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Annotations[infrav1.AcceptedMessageIDAnnotation] != "<accepted@mg.example.com>" || !conditions.IsTrue(got, infrav1.ReadyCondition) || m.sends.Load() != 1 {
+		t.Errorf("annotations %v, Ready %+v, %d sends: want the accepted email recorded, Ready, one send",
+			got.Annotations, conditions.Get(got, infrav1.ReadyCondition), m.sends.Load())
+	}
+}
+
+// ownedMailgunCluster is a Cluster and the MailgunCluster it owns and names
+// as its infrastructure.
+func ownedMailgunCluster(name string) (*clusterv1.Cluster, *infrav1.MailgunCluster) {
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: "uid-cluster-" + types.UID(name)},
+		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+			APIGroup: infrav1.GroupVersion.Group, Kind: "MailgunCluster", Name: name}}}
+	mc := &infrav1.MailgunCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: "uid-" + types.UID(name),
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: name, UID: cluster.UID}}},
+		Spec: infrav1.MailgunClusterSpec{Priority: infrav1.PriorityUrgent, Request: "r", Requester: "ops@example.com"}}
+	return cluster, mc
+}
+
+// toggledSettings gives fixedSettings until unusable is set.
+type toggledSettings struct{ unusable atomic.Bool }
+
+func (s *toggledSettings) For(ctx context.Context, ns string, ref *infrav1.MailgunClusterIdentityReference) (mailer.Settings, *config.Unusable, error) {
+	if s.unusable.Load() {
+		return mailer.Settings{}, &config.Unusable{Reason: infrav1.MailgunNotConfiguredReason, Message: "the test took the settings away"}, nil
+	}
+	return fixedSettings{}.For(ctx, ns, ref)
 }
 
 // TestRestoredCopyIsNotProvisionedBeforeItsEmail: a copy restored under a
@@ -123,7 +216,7 @@ func TestRestoredCopyIsNotProvisionedBeforeItsEmail(t *testing.T) {
 		Status: infrav1.MailgunClusterStatus{MessageID: "<original@mg.example.com>",
 			Initialization: infrav1.MailgunClusterInitializationStatus{Provisioned: ptr.To(true)}}}
 	send.SetEmailSent(restored, metav1.ConditionTrue, infrav1.EmailAcceptedReason, "Mailgun accepted the request email, message ID <original@mg.example.com>")
-	c, r := withFakeClient(t, unreachableMailer{}, cluster, restored)
+	c, r := withFakeClient(t, unreachableMailer{}, fixedSettings{}, nil, cluster, restored)
 	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(restored)}); err != nil {
 		t.Fatal(err)
 	}
@@ -137,9 +230,10 @@ func TestRestoredCopyIsNotProvisionedBeforeItsEmail(t *testing.T) {
 	}
 }
 
-// withFakeClient returns controller-runtime's fake client holding objs, and
-// a reconciler on it that sends through m with fixed settings.
-func withFakeClient(t *testing.T, m send.Mailer, objs ...client.Object) (client.Client, *MailgunClusterReconciler) {
+// withFakeClient returns controller-runtime's fake client holding objs (its
+// calls intercepted by funcs, if not nil), and a reconciler on it that
+// sends through m with settings.
+func withFakeClient(t *testing.T, m send.Mailer, settings send.SettingsSource, funcs *interceptor.Funcs, objs ...client.Object) (client.Client, *MailgunClusterReconciler) {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{infrav1.AddToScheme, clusterv1.AddToScheme} {
@@ -153,9 +247,13 @@ func withFakeClient(t *testing.T, m send.Mailer, objs ...client.Object) (client.
 			withStatus = append(withStatus, obj)
 		}
 	}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(withStatus...).Build()
+	b := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(withStatus...)
+	if funcs != nil {
+		b = b.WithInterceptorFuncs(*funcs)
+	}
+	c := b.Build()
 	r := NewMailgunClusterReconciler(send.Sender{
-		Client: c, APIReader: c, Recorder: events.NewFakeRecorder(100), Settings: fixedSettings{}, Metrics: metrics.New(),
+		Client: c, APIReader: c, Recorder: events.NewFakeRecorder(100), Settings: settings, Metrics: metrics.New(),
 		NewMailer: func(mailer.Settings) send.Mailer { return m },
 		Protocol: sendprotocol.Protocol{Holder: "test", SettleTime: time.Hour, RecheckInterval: time.Minute,
 			Backoff: time.Second, MaxBackoff: time.Minute, ConflictDelay: time.Second},

@@ -71,7 +71,7 @@ func classify(err error, hint *retryHint) *SendError {
 		return &SendError{Class: ClassTLS, Message: err.Error(), Err: err}
 	}
 	if notSent(err) {
-		return &SendError{Class: ClassUnreachable, Message: err.Error(), Err: err}
+		return &SendError{Class: ClassUnreachable, Message: unreachableMessage(err), Err: err}
 	}
 	return &SendError{Class: ClassOutcomeUnknown, Message: err.Error(), Err: err}
 }
@@ -115,23 +115,51 @@ func notSent(err error) bool {
 	return false
 }
 
-// tlsFailed reports whether err is a failed TLS handshake: the server's
-// certificate is not trusted, has expired or names another host, or the
-// server does not speak TLS.
+// tlsFailed reports whether err is a failed TLS handshake, before any
+// request was written: the server's certificate is not trusted, has
+// expired or names another host, or the server does not speak TLS. (A
+// record error on a connection already in use could come after the
+// request; it stays an unknown outcome.)
 func tlsFailed(err error) bool {
 	var (
-		verify     *tls.CertificateVerificationError
-		unknownCA  x509.UnknownAuthorityError
-		hostname   x509.HostnameError
-		invalid    x509.CertificateInvalidError
-		notTLS     tls.RecordHeaderError
-		alertError tls.AlertError
+		verify    *tls.CertificateVerificationError
+		unknownCA x509.UnknownAuthorityError
+		hostname  x509.HostnameError
+		invalid   x509.CertificateInvalidError
 	)
-	return errors.As(err, &verify) || errors.As(err, &unknownCA) || errors.As(err, &hostname) ||
-		errors.As(err, &invalid) || errors.As(err, &notTLS) || errors.As(err, &alertError) ||
-		// net/http turns the record header error of a plain-HTTP server
-		// into an untyped error with this text.
+	return errors.As(err, &verify) || errors.As(err, &unknownCA) || errors.As(err, &hostname) || errors.As(err, &invalid) ||
+		// net/http reports a plain-HTTP server met by a new connection's
+		// handshake with an untyped error of this text.
 		strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
+}
+
+// unreachableMessage explains a request that never reached Mailgun in
+// words that stay the same from one try to the next (no IP address, port
+// or wait time), so that a retry failing the same way changes no condition
+// and costs no status write.
+func unreachableMessage(err error) string {
+	var throttled *throttledError
+	if errors.As(err, &throttled) {
+		return throttled.reason()
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return fmt.Sprintf("could not connect to Mailgun: looking up %s: %s", dnsErr.Name, dnsErr.Err)
+	}
+	// The innermost dial error names the cause, e.g. "connect:
+	// connection refused"; the ones around it add addresses.
+	var cause error
+	for e := err; e != nil; {
+		var opErr *net.OpError
+		if !errors.As(e, &opErr) {
+			break
+		}
+		cause, e = opErr.Err, opErr.Err
+	}
+	if cause == nil {
+		return err.Error()
+	}
+	return "could not connect to Mailgun: " + cause.Error()
 }
 
 // responseMessage extracts Mailgun's explanation from an error body, which

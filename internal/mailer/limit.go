@@ -111,9 +111,18 @@ func Deferred(err error) bool {
 	return errors.As(err, &t) && t.background
 }
 
-func (e *throttledError) Error() string {
+// reason is the error without the figures that change from one request
+// to the next.
+func (e *throttledError) reason() string {
 	if e.background {
 		return "deferred: delivery polls only use spare capacity of the operator's bound on requests to Mailgun (--mailgun-qps); sends come first"
+	}
+	return "not sent: the operator's own bound on requests to Mailgun (--mailgun-qps) would have held it for more than half the time left before its deadline"
+}
+
+func (e *throttledError) Error() string {
+	if e.background {
+		return e.reason()
 	}
 	msg := fmt.Sprintf("not sent: the operator's own bound on requests to Mailgun (--mailgun-qps) would hold it %v with %v left before its deadline",
 		e.delay.Round(time.Millisecond), e.left.Round(time.Millisecond))

@@ -227,6 +227,11 @@ func TestRefusedConnectionIsUnreachable(t *testing.T) {
 		if se := mailer.AsSendError(err); err == nil || se.Class != mailer.ClassUnreachable {
 			t.Errorf("%s while refusing: %v, want class Unreachable: a refused connection proves nothing was sent", what, err)
 		}
+		// The same words every time (no address or port), so that a retry
+		// failing the same way writes no status.
+		if se := mailer.AsSendError(err); se.Message != "could not connect to Mailgun: connect: connection refused" {
+			t.Errorf("%s while refusing: message %q, want one without addresses", what, se.Message)
+		}
 	}
 	if err := fake.RefuseConnections(false); err != nil {
 		t.Fatal(err)

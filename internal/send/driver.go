@@ -57,6 +57,9 @@ func (d *Driver[T]) EnsureSent(ctx context.Context, s *Scope[T], identity *infra
 		d.Kind.markAccepted(obj, id)
 		return d.trackDelivery(ctx, obj, identity, id)
 	}
+	if res, known, err := d.recordKnownAcceptance(ctx, obj); known || err != nil {
+		return res, err
+	}
 
 	settings, ok, err := d.settingsFor(ctx, obj, identity)
 	if !ok || err != nil {
@@ -90,6 +93,9 @@ func (d *Driver[T]) EnsureSent(ctx context.Context, s *Scope[T], identity *infra
 func (d *Driver[T]) SettlePending(ctx context.Context, s *Scope[T], identity *infrav1.MailgunClusterIdentityReference) (ctrl.Result, error) {
 	obj := s.Object
 	if obj.GetAnnotations()[infrav1.SendAttemptedAtAnnotation] == "" {
+		// A block of ours without a claim (removed by hand) would keep
+		// the move waiting for nothing.
+		unblockMove(obj.GetAnnotations())
 		return ctrl.Result{}, nil
 	}
 	if ok, err := d.vetSendRecord(ctx, s); !ok || err != nil {
@@ -98,12 +104,30 @@ func (d *Driver[T]) SettlePending(ctx context.Context, s *Scope[T], identity *in
 	if d.Kind.RecordedMessageID(obj) != "" {
 		return ctrl.Result{}, nil
 	}
+	if res, known, err := d.recordKnownAcceptance(ctx, obj); known || err != nil {
+		return res, err
+	}
 	settings, ok, err := d.settingsFor(ctx, obj, identity)
 	if !ok || err != nil {
 		return ctrl.Result{}, err
 	}
 	messageID := obj.GetAnnotations()[infrav1.MessageIDAnnotation]
 	return d.apply(ctx, obj, messageID, d.runProtocol(ctx, s, settings, messageID, true))
+}
+
+// recordKnownAcceptance records an acceptance this process saw for obj's
+// current Message-Id whose record was not written yet (the write failed):
+// before the settings are loaded, so that settings that became unusable
+// meanwhile cannot keep it from being recorded.
+func (d *Driver[T]) recordKnownAcceptance(ctx context.Context, obj T) (ctrl.Result, bool, error) {
+	messageID := obj.GetAnnotations()[infrav1.MessageIDAnnotation]
+	mem := d.memory.load(obj)
+	if messageID == "" || mem.accepted.messageID != messageID {
+		return ctrl.Result{}, false, nil
+	}
+	dec := d.Protocol.Decide(sendprotocol.Input{Record: sendRecord(obj, messageID), Now: time.Now(), KnownAccepted: mem.accepted.id})
+	res, err := d.apply(ctx, obj, messageID, dec)
+	return res, true, err
 }
 
 // settingsFor returns the settings obj sends with, and false if it must
@@ -215,7 +239,7 @@ func (d *Driver[T]) runProtocol(ctx context.Context, s *Scope[T], settings maile
 	if mem.holdKey != key {
 		// A change of the spec or the settings ends the hold and starts
 		// the backoff over: the user may have fixed what failed.
-		mem.hold, mem.failures = nil, 0
+		mem.hold, mem.failures, mem.recheck = nil, 0, false
 	}
 	in := sendprotocol.Input{
 		Record:      sendRecord(obj, messageID),
@@ -223,11 +247,9 @@ func (d *Driver[T]) runProtocol(ctx context.Context, s *Scope[T], settings maile
 		ClaimUnsent: mem.unsentClaim != "" && mem.unsentClaim == obj.GetAnnotations()[infrav1.SendAttemptedAtAnnotation],
 		Failures:    mem.failures,
 		Hold:        mem.hold,
+		Recheck:     mem.recheck,
 		Verify:      d.Credentials != nil,
 		Paused:      paused,
-	}
-	if mem.accepted.messageID == messageID {
-		in.KnownAccepted = mem.accepted.id
 	}
 	steps := steps[T]{d: d, s: s, m: d.NewMailer(settings), settings: settings, messageID: messageID, mem: &mem}
 	dec := d.Protocol.Decide(in)
@@ -238,11 +260,11 @@ func (d *Driver[T]) runProtocol(ctx context.Context, s *Scope[T], settings maile
 			break
 		}
 		in.Answer = steps.do(ctx, dec)
-		in.Record, in.Now, in.Failures = sendRecord(obj, messageID), time.Now(), dec.Failures
+		in.Record, in.Now, in.Failures, in.Recheck = sendRecord(obj, messageID), time.Now(), dec.Failures, dec.Recheck
 		in.ClaimUnsent = false
 		dec = d.Protocol.Decide(in)
 	}
-	mem.hold, mem.holdKey, mem.failures = dec.Hold, key, dec.Failures
+	mem.hold, mem.holdKey, mem.failures, mem.recheck = dec.Hold, key, dec.Failures, dec.Recheck
 	d.memory.store(obj, mem)
 	return dec
 }
@@ -291,6 +313,10 @@ func (st steps[T]) do(ctx context.Context, dec sendprotocol.Decision) *sendproto
 	case sendprotocol.OpSend:
 		sendCtx, err := st.fence(ctx)
 		if err != nil {
+			// Nothing went out under the claim: if this replica comes
+			// back to it (the lease was only briefly stale, the object
+			// paused), it need not wait for a settle time.
+			st.mem.unsentClaim = obj.GetAnnotations()[infrav1.SendAttemptedAtAnnotation]
 			return &sendprotocol.Answer{Op: dec.Op, Err: err, Class: sendprotocol.ClassFenced}
 		}
 		start := time.Now()
@@ -352,18 +378,18 @@ func (st steps[T]) fence(ctx context.Context) (context.Context, error) {
 	case liveAnn[infrav1.SendAttemptedAtAnnotation] != claim:
 		return nil, fmt.Errorf("the live object's claim %q is not this attempt's %q", liveAnn[infrav1.SendAttemptedAtAnnotation], claim)
 	}
-	// The claim, with its block on clusterctl move, is written: a move
-	// that paused the Cluster before this read waits for the block, and
-	// one that paused it after finds the block. Either way no copy is made
-	// while this send may still go out.
+	// The claim, with its block on clusterctl move, is written before this
+	// read. A move that paused the Cluster before it withholds the send
+	// here (the paused reconcile then drops the claim); one that pauses it
+	// later waits for the block if its discovery saw it, and otherwise
+	// copies the claim at least, so that the copy looks the email up
+	// instead of sending one.
 	paused, err := st.d.Kind.Paused(ctx, st.d.APIReader, live)
 	if err != nil {
 		return nil, fmt.Errorf("reading whether the live %s is paused before sending: %w", st.d.Kind.Name, err)
 	}
 	if paused {
-		// Nothing went out under the claim; the paused reconcile drops it.
-		st.mem.unsentClaim = claim
-		return nil, fmt.Errorf("the %s or its Cluster was paused (clusterctl move?) after the claim", st.d.Kind.Name)
+		return nil, fmt.Errorf("the %s or its Cluster was paused (clusterctl move?) or is gone", st.d.Kind.Name)
 	}
 	return ctx, nil
 }
@@ -381,7 +407,8 @@ func (d *Driver[T]) apply(ctx context.Context, obj T, messageID string, dec send
 		return ctrl.Result{RequeueAfter: dec.RequeueAfter}, nil
 	}
 	if dec.ClearClaim {
-		// Mailgun refused the message: nothing went out under this claim.
+		// Nothing went out under this claim: Mailgun refused the message,
+		// or (paused) it is known unsent or was not found in time.
 		ann := obj.GetAnnotations()
 		mem := d.memory.load(obj)
 		mem.unsentClaim = ann[infrav1.SendAttemptedAtAnnotation]

@@ -39,8 +39,10 @@ type objectMemory struct {
 	hold    *sendprotocol.Hold
 	holdKey string
 	// failures counts failed Mailgun calls since the last acceptance or
-	// change (holdKey), for the backoff.
+	// change (holdKey), for the backoff; recheck says the last failure
+	// was Mailgun refusing the settings (see sendprotocol.Input.Recheck).
 	failures int
+	recheck  bool
 	// unsentClaim is a claim this process wrote (or tried to) and knows no
 	// message went out under.
 	unsentClaim string

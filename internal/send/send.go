@@ -125,7 +125,8 @@ type Kind[T Object] struct {
 	// accepted) or not (a copy that dropped another object's record).
 	SetProvisioned func(obj T, provisioned bool)
 	// Paused reports whether obj, as read live from r, or its Cluster is
-	// paused; checked right before a send, past the cache.
+	// paused, or the Cluster is gone; checked right before a send, past
+	// the cache.
 	Paused func(ctx context.Context, r client.Reader, obj T) (bool, error)
 }
 

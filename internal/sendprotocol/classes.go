@@ -46,8 +46,9 @@ const (
 	// ClassAPIServer means any other apiserver failure.
 	ClassAPIServer Class = "APIServer"
 	// ClassFenced means the send was withheld: this replica's leader
-	// election lease is not fresh enough, or the live object no longer
-	// carries its claim (a successor took over).
+	// election lease is not fresh enough, the live object no longer
+	// carries its claim (a successor took over), or the object or its
+	// Cluster was paused (clusterctl move) or is gone.
 	ClassFenced Class = "Fenced"
 )
 
@@ -57,7 +58,8 @@ type Retry int
 const (
 	// RetryBackoff retries after the protocol's backoff, doubling per failure.
 	RetryBackoff Retry = iota
-	// RetryAfterHint retries after the delay Mailgun asked for, else the backoff.
+	// RetryAfterHint retries after the delay Mailgun asked for or the
+	// backoff, whichever is longer, at most MaxBackoff.
 	RetryAfterHint
 	// RetryRecheck retries after the RecheckInterval (or a settings change).
 	RetryRecheck
@@ -87,6 +89,7 @@ type Policy struct {
 const (
 	ReasonAccepted       = infrav1.EmailAcceptedReason
 	ReasonOutcomeUnknown = infrav1.SendOutcomeUnknownReason
+	ReasonPaused         = infrav1.PausedReason
 )
 
 // policies is the one table of failure handling. Mailgun documents that a

@@ -152,14 +152,20 @@ type Input struct {
 	// settings, nil if none; Decide ignores it once it has ended.
 	Hold *Hold
 	// ClaimUnsent means this process knows that no message went out under
-	// Record.Claim (its claim write failed before the send, or Mailgun
-	// refused the send), so there is nothing to wait for.
+	// Record.Claim (its claim write failed before the send, Mailgun
+	// refused the send, or the fence withheld it), so there is nothing to
+	// wait for.
 	ClaimUnsent bool
 	// Failures is the number of failed Mailgun calls since the last
 	// acceptance, or since the spec or the settings last changed.
 	Failures int
-	// Verify means check the credentials before the first attempt.
+	// Verify means check the credentials before the first attempt, and
+	// before the attempt after Recheck.
 	Verify bool
+	// Recheck means the last failure was Mailgun refusing the settings
+	// (the previous Decision's Recheck): check them again before claiming,
+	// which costs no write while they are still refused.
+	Recheck bool
 	// Paused means the object must not start a send (its Cluster is
 	// paused, e.g. by clusterctl move, which waits for pending sends to be
 	// resolved): a pending attempt is still looked up, and one that proves
@@ -200,6 +206,8 @@ type Decision struct {
 	Hold *Hold
 	// Failures is the new count of failed Mailgun calls.
 	Failures int
+	// Recheck is the next Input's Recheck.
+	Recheck bool
 	// Err is returned from the reconcile: a failure the controller retries
 	// with its own backoff (an apiserver write that failed).
 	Err error
@@ -223,8 +231,8 @@ type Protocol struct {
 	// each further failure up to MaxBackoff.
 	Backoff    time.Duration
 	MaxBackoff time.Duration
-	// ConflictDelay is how soon a reconcile that lost a write race, or whose
-	// send the fence withheld, retries.
+	// ConflictDelay is how soon a reconcile that lost a write race
+	// retries. (A send the fence withheld waits the backoff.)
 	ConflictDelay time.Duration
 	// Holder identifies this replica in its claims.
 	Holder string
@@ -249,7 +257,7 @@ func (p Protocol) Decide(in Input) Decision {
 		case in.KnownAccepted != "":
 			return accepted(in.KnownAccepted, "Mailgun accepted the request email, message ID "+in.KnownAccepted)
 		case in.Hold.active(in.Now):
-			d := Decision{State: OnHold, Hold: in.Hold, Failures: in.Failures}
+			d := Decision{State: OnHold, Hold: in.Hold, Failures: in.Failures, Recheck: in.Recheck}
 			if !in.Hold.Until.IsZero() {
 				d.RequeueAfter = in.Hold.Until.Sub(in.Now)
 			}
@@ -258,11 +266,11 @@ func (p Protocol) Decide(in Input) Decision {
 			return Decision{State: OutcomeUnknown, Op: OpLookup, Failures: in.Failures}
 		case in.Paused:
 			return standDown(in)
-		case in.Verify && in.Failures == 0:
-			// Only before the first attempt: once a call has failed, the
-			// send itself reports refused settings, and a check before
-			// every retry would double the calls in an outage.
-			return Decision{State: NotClaimed, Op: OpVerify}
+		case in.Verify && (in.Failures == 0 || in.Recheck):
+			// Before the first attempt, and after a refusal of the
+			// settings; not before every retry in an outage, which would
+			// double the calls.
+			return Decision{State: NotClaimed, Op: OpVerify, Failures: in.Failures}
 		}
 		return p.claim(in)
 	}
@@ -303,7 +311,13 @@ func (p Protocol) claim(in Input) Decision {
 // the claim of one known not to have been accepted, and wait for the
 // pause to end.
 func standDown(in Input) Decision {
-	return Decision{State: NotClaimed, ClearClaim: in.Record.Claim != "", Failures: in.Failures}
+	if in.Record.Claim == "" {
+		return Decision{State: NotClaimed, Failures: in.Failures}
+	}
+	return Decision{State: NotClaimed, ClearClaim: true, Failures: in.Failures, Condition: &Condition{
+		Status: "False", Reason: ReasonPaused, Message: fmt.Sprintf(
+			"the send attempt at %s is known not to have been accepted; no new attempt starts while the object or its Cluster is paused",
+			in.Record.Claim)}}
 }
 
 func accepted(id, msg string) Decision {
@@ -365,11 +379,12 @@ func (p Protocol) failed(in Input) Decision {
 	}
 	if pol.Quiet {
 		// The fence withheld the send: nothing went out, but the claim may
-		// no longer be ours to clear.
-		return Decision{State: Claimed, RequeueAfter: wait, Failures: n, Quiet: true,
+		// no longer be ours to clear. The hold keeps the reconciles our
+		// own claim write causes from claiming again at once.
+		return Decision{State: Claimed, RequeueAfter: wait, Hold: &Hold{Until: in.Now.Add(wait)}, Failures: n, Quiet: true,
 			Detail: fmt.Sprintf("not sending: %v", a.Err)}
 	}
-	d := Decision{State: OnHold, Failures: n, RequeueAfter: wait, Hold: &Hold{}}
+	d := Decision{State: OnHold, Failures: n, RequeueAfter: wait, Hold: &Hold{}, Recheck: pol.Retry == RetryRecheck}
 	if wait > 0 {
 		d.Hold.Until = in.Now.Add(wait)
 	}

@@ -79,6 +79,11 @@ func TestTransitions(t *testing.T) {
 			want: Decision{State: NotClaimed, Op: OpClaim, Claim: ClaimValue(now, "replica-a"), Failures: 2},
 		},
 		{
+			name: "after Mailgun refused the settings: check them again before claiming",
+			in:   Input{Record: Record{MessageID: msgID}, Now: now, Verify: true, Failures: 3, Recheck: true},
+			want: Decision{State: NotClaimed, Op: OpVerify, Failures: 3},
+		},
+		{
 			name: "accepted in this process, record not written yet: accepted, no lookup",
 			in:   Input{Record: claimed(now.Add(-time.Minute)), Now: now, KnownAccepted: "<mailgun-id>", Failures: 1},
 			want: Decision{State: Accepted, Accept: "<mailgun-id>", Condition: &Condition{
@@ -97,12 +102,14 @@ func TestTransitions(t *testing.T) {
 		{
 			name: "paused, a claim this process never sent with: drop it, do not send",
 			in:   Input{Record: claimed(now.Add(-time.Second)), Now: now, Paused: true, ClaimUnsent: true},
-			want: Decision{State: NotClaimed, ClearClaim: true},
+			want: Decision{State: NotClaimed, ClearClaim: true, Condition: &Condition{Status: "False", Reason: infrav1.PausedReason, Message: "the send attempt at " +
+				ClaimValue(now.Add(-time.Second), "replica-b") + " is known not to have been accepted; no new attempt starts while the object or its Cluster is paused"}},
 		},
 		{
 			name: "paused, not found after the settle time: drop the claim, do not send",
 			in:   Input{Record: claimed(now.Add(-2 * time.Minute)), Now: now, Paused: true, Answer: &Answer{Op: OpLookup}},
-			want: Decision{State: NotClaimed, ClearClaim: true},
+			want: Decision{State: NotClaimed, ClearClaim: true, Condition: &Condition{Status: "False", Reason: infrav1.PausedReason, Message: "the send attempt at " +
+				ClaimValue(now.Add(-2*time.Minute), "replica-b") + " is known not to have been accepted; no new attempt starts while the object or its Cluster is paused"}},
 		},
 		{
 			name: "paused, found: accepted",
@@ -418,8 +425,8 @@ func TestEveryFailureClassIsBounded(t *testing.T) {
 		{"5xx: maybe accepted", mailgunErr(mailer.ClassUnavailable), 1},
 		{"timeout: outcome unknown", mailgunErr(mailer.ClassOutcomeUnknown), 1},
 		{"the operator's own rate limit", &mailer.SendError{Class: mailer.ClassUnreachable, Message: "throttled"}, 12},
-		// Checked once, then sent (and refused) once per recheck interval.
-		{"credentials refused", &mailer.SendError{Class: mailer.ClassUnauthorized, StatusCode: 401}, 2},
+		// Checked again every recheck interval, never sent.
+		{"credentials refused", &mailer.SendError{Class: mailer.ClassUnauthorized, StatusCode: 401}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -478,9 +485,9 @@ func simulateOutage(t *testing.T, err error, d time.Duration) (calls, writes, se
 	var hold *Hold
 	var cond Condition
 	unsent := ""
-	failures := 0
+	failures, recheck := 0, false
 	for clock := now; clock.Before(now.Add(d)); clock = clock.Add(100 * time.Millisecond) {
-		in := Input{Record: rec, Now: clock, Hold: hold, Failures: failures, Verify: true, ClaimUnsent: rec.Claim != "" && rec.Claim == unsent}
+		in := Input{Record: rec, Now: clock, Hold: hold, Failures: failures, Recheck: recheck, Verify: true, ClaimUnsent: rec.Claim != "" && rec.Claim == unsent}
 		dec := proto.Decide(in)
 		for steps := 0; dec.Op != OpNone; steps++ {
 			if steps >= 4 {
@@ -504,7 +511,7 @@ func simulateOutage(t *testing.T, err error, d time.Duration) (calls, writes, se
 				}
 				in.Answer = Failed(dec.Op, err)
 			}
-			in.Record, in.Failures, in.ClaimUnsent = rec, dec.Failures, false
+			in.Record, in.Failures, in.Recheck, in.ClaimUnsent = rec, dec.Failures, dec.Recheck, false
 			dec = proto.Decide(in)
 		}
 		if dec.ClearClaim {
@@ -515,7 +522,7 @@ func simulateOutage(t *testing.T, err error, d time.Duration) (calls, writes, se
 			cond = *dec.Condition
 			writes++
 		}
-		hold, failures = dec.Hold, dec.Failures
+		hold, failures, recheck = dec.Hold, dec.Failures, dec.Recheck
 	}
 	return calls, writes, sends
 }
@@ -536,6 +543,7 @@ func compare(got, want Decision) string {
 	check("RequeueAfter", got.RequeueAfter, want.RequeueAfter)
 	check("Failures", got.Failures, want.Failures)
 	check("Quiet", got.Quiet, want.Quiet)
+	check("Recheck", got.Recheck, want.Recheck)
 	check("Err", got.Err, want.Err)
 	check("Hold", deref(got.Hold), deref(want.Hold))
 	check("Condition", deref(got.Condition), deref(want.Condition))
