@@ -96,6 +96,9 @@ func StartWith(o Options) (*Env, error) {
 	}
 	cfg, err := env.Start()
 	if err != nil {
+		// envtest leaves the control plane running when, say, a CRD is
+		// refused; stop it rather than leak two processes per try.
+		_ = env.Stop()
 		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
 	}
 	scheme, err := operator.NewScheme()
