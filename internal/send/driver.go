@@ -57,8 +57,12 @@ func (d *Driver[T]) EnsureSent(ctx context.Context, s *Scope[T], identity *infra
 		d.Kind.markAccepted(obj, id)
 		return d.trackDelivery(ctx, obj, identity, id)
 	}
-	if res, known, err := d.recordKnownAcceptance(ctx, obj); known || err != nil {
-		return res, err
+	if resend == "" {
+		// (With a resend pending, the acceptance memory may hold is the
+		// recorded one's: the request is the new one.)
+		if res, known, err := d.recordKnownAcceptance(ctx, obj); known || err != nil {
+			return res, err
+		}
 	}
 
 	settings, ok, err := d.settingsFor(ctx, obj, identity)
