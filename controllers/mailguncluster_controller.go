@@ -28,7 +28,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -108,24 +107,20 @@ var mailgunClusterKind = send.Kind[*infrav1.MailgunCluster]{
 			mc.Status.Initialization.Provisioned = ptr.To(true)
 		}
 	},
+	// The live read cannot use util.GetOwnerCluster, which wants a
+	// client.Client; the rule is pausedBy's, as for the Paused condition.
 	Paused: func(ctx context.Context, r client.Reader, mc *infrav1.MailgunCluster) (bool, error) {
-		if annotations.HasPaused(mc) {
-			return true, nil
+		name := ownerClusterName(mc)
+		if name == "" {
+			return pausedBy(mc, nil) != "", nil
 		}
-		for _, ref := range mc.OwnerReferences {
-			gv, err := schema.ParseGroupVersion(ref.APIVersion)
-			if err != nil || gv.Group != clusterv1.GroupVersion.Group || ref.Kind != "Cluster" {
-				continue
-			}
-			cluster := &clusterv1.Cluster{}
-			if err := r.Get(ctx, client.ObjectKey{Namespace: mc.Namespace, Name: ref.Name}, cluster); err != nil {
-				// A Cluster gone since the reconcile read it (clusterctl
-				// move deletes the source's) counts as paused: no send.
-				return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
-			}
-			return ptr.Deref(cluster.Spec.Paused, false), nil
+		cluster := &clusterv1.Cluster{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: mc.Namespace, Name: name}, cluster); err != nil {
+			// A Cluster gone since the reconcile read it (clusterctl move
+			// deletes the source's) counts as paused: no send.
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 		}
-		return false, nil
+		return pausedBy(mc, cluster) != "", nil
 	},
 }
 
@@ -412,18 +407,22 @@ func ownerClusterName(mc *infrav1.MailgunCluster) string {
 // reconciliation is paused, through the owner Cluster's spec.paused or the
 // cluster.x-k8s.io/paused annotation on the MailgunCluster.
 func setPausedCondition(mc *infrav1.MailgunCluster, cluster *clusterv1.Cluster) bool {
-	var paused bool
-	var msg string
-	switch {
-	case annotations.HasPaused(mc):
-		paused, msg = true, fmt.Sprintf("the MailgunCluster has the %s annotation", clusterv1.PausedAnnotation)
-	case cluster != nil && ptr.Deref(cluster.Spec.Paused, false):
-		paused, msg = true, fmt.Sprintf("Cluster %s is paused (spec.paused)", cluster.Name)
-	}
-	if paused {
+	if msg := pausedBy(mc, cluster); msg != "" {
 		conditions.Set(mc, metav1.Condition{Type: infrav1.PausedCondition, Status: metav1.ConditionTrue, Reason: infrav1.PausedReason, Message: msg})
 		return true
 	}
 	conditions.Set(mc, metav1.Condition{Type: infrav1.PausedCondition, Status: metav1.ConditionFalse, Reason: infrav1.NotPausedReason})
 	return false
+}
+
+// pausedBy says what pauses mc (its annotation, or its Cluster's
+// spec.paused; cluster may be nil), "" if nothing does.
+func pausedBy(mc *infrav1.MailgunCluster, cluster *clusterv1.Cluster) string {
+	switch {
+	case annotations.HasPaused(mc):
+		return fmt.Sprintf("the MailgunCluster has the %s annotation", clusterv1.PausedAnnotation)
+	case cluster != nil && ptr.Deref(cluster.Spec.Paused, false):
+		return fmt.Sprintf("Cluster %s is paused (spec.paused)", cluster.Name)
+	}
+	return ""
 }

@@ -398,6 +398,17 @@ func startControlPlane(ctx context.Context, t *testing.T, ns string) *testenv.En
 	return env
 }
 
+// scrape returns the text of the metrics a manager serves at addr.
+func scrape(addr string) (string, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }() // read only: a close error cannot change what was read
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
 // converge waits until every object records its accepted email.
 func converge(ctx context.Context, t *testing.T, c client.Client, ns, after string, timeout time.Duration) {
 	t.Helper()
@@ -514,17 +525,15 @@ func checkKeyNowhere(ctx context.Context, t *testing.T, c client.Client, ns, log
 	}
 	scraped := 0
 	for _, r := range replicas {
-		resp, err := http.Get("http://" + r.metricsAddr + "/metrics")
+		text, err := scrape(r.metricsAddr)
 		if err != nil {
 			continue
 		}
-		b, _ := io.ReadAll(resp.Body)
-		_ = resp.Body.Close() // read only: a close error cannot change what was read
 		scraped++
-		if strings.Contains(string(b), apiKey) {
+		if strings.Contains(text, apiKey) {
 			t.Errorf("the API key appears in the metrics of %s", r.name)
 		}
-		if !strings.Contains(string(b), "capmg_emails_sent_total") {
+		if !strings.Contains(text, "capmg_emails_sent_total") {
 			t.Errorf("metrics of %s lack capmg_emails_sent_total", r.name)
 		}
 	}

@@ -19,10 +19,8 @@ limitations under the License.
 package faults
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -68,7 +66,7 @@ func TestLongFailuresCostLittleAndSendOnce(t *testing.T) {
 	const (
 		laggingObjects = 5
 		eventLag       = 3 * time.Minute
-		maxBackoff = 5 * time.Minute // the default --mailgun-max-backoff
+		maxBackoff     = 5 * time.Minute // the default --mailgun-max-backoff
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), failure+2*maxBackoff+10*time.Minute)
 	defer cancel()
@@ -270,15 +268,12 @@ func TestLongFailuresCostLittleAndSendOnce(t *testing.T) {
 // from the manager's metrics endpoint; 0 if there is none.
 func scrapeCounter(t *testing.T, addr, series string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	text, err := scrape(addr)
 	if err != nil {
 		t.Fatalf("scraping metrics: %v", err)
 	}
-	defer func() { _ = resp.Body.Close() }()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+	for line := range strings.Lines(text) {
+		if v, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), series+" "); ok {
 			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 			if err != nil {
 				t.Fatalf("metric %s: %v", series, err)
