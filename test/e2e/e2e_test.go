@@ -601,7 +601,12 @@ func (s *suite) checkPermissions() {
 		want  bool
 	}{
 		{authorizationv1.ResourceAttributes{Group: infrav1.GroupVersion.Group, Resource: "mailgunclusters", Verb: "list"}, true},
-		{authorizationv1.ResourceAttributes{Group: infrav1.GroupVersion.Group, Resource: "mailgunclusters", Subresource: "status", Verb: "patch", Namespace: userNS}, true},
+		{authorizationv1.ResourceAttributes{Group: infrav1.GroupVersion.Group, Resource: "mailgunclusters", Verb: "patch", Namespace: userNS}, true},
+		{authorizationv1.ResourceAttributes{Group: infrav1.GroupVersion.Group, Resource: "mailgunclusters", Verb: "update", Namespace: userNS}, false},
+		{authorizationv1.ResourceAttributes{Group: infrav1.GroupVersion.Group, Resource: "mailgunclusters", Subresource: "status", Verb: "update", Namespace: userNS}, true},
+		{authorizationv1.ResourceAttributes{Group: infrav1.GroupVersion.Group, Resource: "mailgunclusters", Subresource: "status", Verb: "patch", Namespace: userNS}, false},
+		{authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Namespace: operatorNS}, true},
+		{authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "delete", Namespace: operatorNS}, false},
 		{authorizationv1.ResourceAttributes{Group: infrav1.GroupVersion.Group, Resource: "mailgunclusteridentities", Verb: "watch"}, true},
 		{authorizationv1.ResourceAttributes{Group: infrav1.GroupVersion.Group, Resource: "mailgunclusteridentities", Verb: "create"}, false},
 		{authorizationv1.ResourceAttributes{Resource: "namespaces", Verb: "watch"}, true},
