@@ -155,6 +155,13 @@ func (r *MailgunClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		}
 		return ctrl.Result{}, fmt.Errorf("getting MailgunCluster: %w", err)
 	}
+	// The cache has not shown our own last write yet: any write from this
+	// version would be refused as a conflict. That write's watch event
+	// brings the object back.
+	if wait := r.CacheBehind(mc); wait > 0 {
+		log.V(5).Info("Waiting for the cache to show our own last write", "resourceVersion", mc.ResourceVersion)
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 
 	// A missing owner is not an error: the Cluster may be created later (the
 	// Cluster watch brings us back), or it is gone while we are deleted. Nor

@@ -164,6 +164,7 @@ func (d *Driver[T]) settingsFor(ctx context.Context, obj T, identity *infrav1.Ma
 func (d *Driver[T]) Finish(ctx context.Context, s *Scope[T], res ctrl.Result, retErr error) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	err := s.Patch(ctx)
+	d.own.note(s.Object, s.replaced, time.Now())
 	switch {
 	case err == nil:
 	case apierrors.IsConflict(err) && retErr == nil:
@@ -195,11 +196,22 @@ func (d *Driver[T]) Finish(ctx context.Context, s *Scope[T], res ctrl.Result, re
 // going.
 func (d *Driver[T]) Forget(key types.NamespacedName) {
 	d.memory.forget(key)
+	d.own.forget(key)
 }
 
-// Remembered is how many objects the driver remembers something of.
+// Remembered is how many entries the driver keeps for objects: what it
+// remembers of them, and its writes the cache has yet to show.
 func (d *Driver[T]) Remembered() int {
-	return d.memory.len()
+	return d.memory.len() + d.own.len()
+}
+
+// CacheBehind reports how long to wait before reconciling obj, read from
+// the cache: non-zero while it is a version the driver's own writes
+// replaced (see ownWrites), at most ownWriteGrace after them. Reconciling
+// it would end in a refused write; the watch event of the newer version
+// brings the object back, and the wait is only a bound.
+func (d *Driver[T]) CacheBehind(obj T) time.Duration {
+	return d.own.behind(obj, time.Now())
 }
 
 // vetSendRecord checks obj's send record before the reconcile trusts it. It

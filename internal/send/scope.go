@@ -39,6 +39,9 @@ type Scope[T Object] struct {
 	// before is the object as the apiserver last confirmed it; Patch sends
 	// the difference.
 	before T
+	// replaced are the versions the reconcile's writes replaced, oldest
+	// first: a cache still showing one of them is behind our own writes.
+	replaced []string
 }
 
 // NewScope starts a reconcile of obj, as read.
@@ -89,6 +92,9 @@ func (s *Scope[T]) Patch(ctx context.Context) error {
 			}
 			return fmt.Errorf("patching metadata: %w", err)
 		}
+		if !deleted {
+			s.replaced = append(s.replaced, s.before.GetResourceVersion())
+		}
 		// Lock the status write to the version this write produced.
 		objectMeta(after).DeepCopyInto(objectMeta(s.before))
 		obj.SetResourceVersion(after.GetResourceVersion())
@@ -101,6 +107,7 @@ func (s *Scope[T]) Patch(ctx context.Context) error {
 	if err := s.client.Status().Update(ctx, after); err != nil {
 		return fmt.Errorf("updating status: %w", err)
 	}
+	s.replaced = append(s.replaced, s.before.GetResourceVersion())
 	return nil
 }
 
@@ -145,6 +152,7 @@ func (s *Scope[T]) patchMetadata(ctx context.Context, mutate func(T)) error {
 	if err := s.client.Patch(ctx, changed, client.MergeFromWithOptions(s.Object, client.MergeFromWithOptimisticLock{})); err != nil {
 		return err
 	}
+	s.replaced = append(s.replaced, s.Object.GetResourceVersion())
 	// changed now holds what the apiserver stored, including the persisted
 	// status; diff later changes against it.
 	s.before = deepCopy(changed)

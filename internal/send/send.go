@@ -136,6 +136,8 @@ type Driver[T Object] struct {
 	Sender
 	Kind   Kind[T]
 	memory memory
+	// own is what the driver's own writes replaced, for CacheBehind.
+	own ownWrites
 }
 
 // NewDriver returns the driver for kind.
