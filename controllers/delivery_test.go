@@ -124,6 +124,34 @@ func TestDeliveryTracking(t *testing.T) {
 	}
 }
 
+// TestDeliveryTrackingCostsOneReadPerPoll: the deliveries of many accepted
+// emails are followed with one read of Mailgun's events per poll interval
+// for the account, not one lookup per email.
+func TestDeliveryTrackingCostsOneReadPerPoll(t *testing.T) {
+	const objects = 40
+	h := newHarness(t)
+	h.fake.SetAutoDeliver(true)
+	interval := h.options().DeliveryPollInterval
+	h.startManager()
+	start := time.Now()
+	for i := range objects {
+		h.createOwned(fmt.Sprintf("many-%d", i))
+	}
+	h.eventually(60*time.Second, "every email delivered", func() (bool, string) {
+		delivered := 0
+		for i := range objects {
+			if conditions.GetReason(h.get(fmt.Sprintf("many-%d", i)), infrav1.EmailDeliveredCondition) == infrav1.DeliveredReason {
+				delivered++
+			}
+		}
+		return delivered == objects, fmt.Sprintf("%d of %d delivered", delivered, objects)
+	})
+	polls := int(time.Since(start)/interval) + 1
+	if _, reads := h.fake.Requests(); reads > polls {
+		t.Errorf("%d reads of Mailgun's events for %d emails in %d poll intervals, want at most one per interval", reads, objects, polls)
+	}
+}
+
 func TestDeliveryTrackingGivesUp(t *testing.T) {
 	h := newHarness(t)
 	h.startManager(func(o *operator.Options) { o.DeliveryTrackingTimeout = 2 * time.Second })

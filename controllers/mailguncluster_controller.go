@@ -281,7 +281,8 @@ func (r *MailgunClusterReconciler) SetupWithManager(ctx context.Context, mgr ctr
 			predicates.ResourceIsNotExternallyManaged(scheme, log),
 		)).
 		WithOptions(options).
-		Named("mailguncluster")
+		Named("mailguncluster").
+		WatchesRawSource(r.Deliveries.Source(r.Kind.Name))
 	enqueueAll := handler.EnqueueRequestsFromMapFunc(r.allMailgunClusters)
 	wake := make(chan event.GenericEvent, 1)
 	if served {

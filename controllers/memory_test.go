@@ -55,7 +55,7 @@ func TestMemoryIsDroppedWhenObjectsGo(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(deleting).WithStatusSubresource(deleting).Build()
 	r := NewMailgunClusterReconciler(send.Sender{
 		Client: c, Recorder: events.NewFakeRecorder(10), Protocol: sendprotocol.Protocol{ConflictDelay: time.Second},
-		Settings: noSettings{}, DeliveryPollInterval: time.Hour, DeliveryTrackingTimeout: 24 * time.Hour,
+		Settings: noSettings{}, Deliveries: &send.DeliveryTracker{Interval: time.Hour}, DeliveryTrackingTimeout: 24 * time.Hour,
 	})
 	for _, mc := range []*infrav1.MailgunCluster{deleting, gone} {
 		remember(t, r, mc)
@@ -89,7 +89,8 @@ func TestObjectGoneWhileReconcilingIsNotAnError(t *testing.T) {
 				return gone
 			},
 		}).Build()
-	r := NewMailgunClusterReconciler(send.Sender{Client: c, Recorder: events.NewFakeRecorder(10), Protocol: sendprotocol.Protocol{ConflictDelay: time.Second}})
+	r := NewMailgunClusterReconciler(send.Sender{Client: c, Recorder: events.NewFakeRecorder(10), Protocol: sendprotocol.Protocol{ConflictDelay: time.Second},
+		Deliveries: &send.DeliveryTracker{Interval: time.Hour}})
 	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(mc)})
 	if err != nil || !res.IsZero() {
 		t.Errorf("Reconcile = %+v, %v; want no requeue and no error", res, err)

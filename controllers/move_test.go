@@ -257,7 +257,7 @@ func withFakeClient(t *testing.T, m send.Mailer, settings send.SettingsSource, f
 		NewMailer: func(mailer.Settings) send.Mailer { return m },
 		Protocol: sendprotocol.Protocol{Holder: "test", SettleTime: time.Hour, RecheckInterval: time.Minute,
 			Backoff: time.Second, MaxBackoff: time.Minute, ConflictDelay: time.Second},
-		DeliveryPollInterval: time.Hour, DeliveryTrackingTimeout: 24 * time.Hour,
+		Deliveries: &send.DeliveryTracker{Interval: time.Hour}, DeliveryTrackingTimeout: 24 * time.Hour,
 	})
 	r.clusterAPI.Store(true)
 	return c, r
@@ -274,10 +274,6 @@ func (unreachableMailer) WasAccepted(context.Context, string) (bool, error) {
 	return false, &mailer.SendError{Class: mailer.ClassUnreachable, Message: "connection refused"}
 }
 
-func (unreachableMailer) Delivery(context.Context, string) (mailer.Delivery, error) {
-	return mailer.Delivery{}, &mailer.SendError{Class: mailer.ClassUnreachable, Message: "connection refused"}
-}
-
 // countingMailer accepts every send and finds nothing in its events.
 type countingMailer struct{ sends, lookups atomic.Int64 }
 
@@ -289,10 +285,6 @@ func (m *countingMailer) Send(context.Context, mailer.Request) (string, error) {
 func (m *countingMailer) WasAccepted(context.Context, string) (bool, error) {
 	m.lookups.Add(1)
 	return false, nil
-}
-
-func (m *countingMailer) Delivery(context.Context, string) (mailer.Delivery, error) {
-	return mailer.Delivery{}, nil
 }
 
 // fixedSettings gives the same usable settings to every object.

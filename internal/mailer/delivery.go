@@ -53,25 +53,88 @@ type Delivery struct {
 	At time.Time
 }
 
-// Delivery reads the message's events and summarises its delivery. Later
-// outcomes win over earlier ones: a complaint implies delivery, a delivery
-// after temporary failures is a delivery.
-func (c *Client) Delivery(ctx context.Context, messageID string) (Delivery, error) {
-	// Polls only use the request budget sends leave (limitTransport).
-	ctx = inBackground(ctx)
-	d := Delivery{State: DeliveryPending}
-	rank := map[DeliveryState]int{DeliveryPending: 0, DeliveryRetrying: 1, DeliveryRejected: 2, DeliveryFailed: 3, Delivered: 4, DeliveryComplained: 5}
-	err := c.eachEvent(ctx, messageID, func(ev mailgun.Event) bool {
-		next := summarise(ev)
-		if rank[next.State] >= rank[d.State] && next.State != DeliveryPending {
-			d = next
-		}
-		return true
-	})
-	if err != nil {
-		return Delivery{}, err
+// rank orders the states: a later one says more. A complaint implies
+// delivery; a delivery after temporary failures is a delivery.
+var rank = map[DeliveryState]int{DeliveryPending: 0, DeliveryRetrying: 1, DeliveryRejected: 2, DeliveryFailed: 3, Delivered: 4, DeliveryComplained: 5}
+
+// Merge returns what d and next, events of one message, say together.
+func (d Delivery) Merge(next Delivery) Delivery {
+	if next.State != DeliveryPending && rank[next.State] >= rank[d.State] {
+		return next
 	}
-	return d, nil
+	if d.State == "" {
+		return Delivery{State: DeliveryPending}
+	}
+	return d
+}
+
+// deliveryEvents are the events that say something of a delivery.
+var deliveryEvents = strings.Join([]string{events.EventDelivered, events.EventFailed, events.EventRejected, events.EventComplained}, " OR ")
+
+// DeliveryPageSize is how many events one page of DeliveryEvents holds,
+// the most Mailgun serves per request.
+const DeliveryPageSize = 300
+
+// DeliveryEvents reads the account's delivery events (delivered, failed,
+// rejected, complained) from since on, oldest first, one page per Next:
+// one request follows the deliveries of every message of the account.
+type DeliveryEvents struct {
+	it *mailgun.EventIterator
+	c  *Client
+}
+
+// DeliveryEvents starts reading the domain's delivery events at since.
+func (c *Client) DeliveryEvents(since time.Time) *DeliveryEvents {
+	it := c.mg.ListEvents(&mailgun.ListEventOptions{
+		Begin:          since,
+		ForceAscending: true,
+		Limit:          DeliveryPageSize,
+		Filter:         map[string]string{"event": deliveryEvents},
+	})
+	return &DeliveryEvents{it: it, c: c}
+}
+
+// Next reads the next page and summarises it per Message-Id (without angle
+// brackets); full says more events may follow. Polls only use the request
+// budget sends leave (limitTransport): a deferred page is an error
+// Deferred reports, after which the reader is spent.
+func (e *DeliveryEvents) Next(ctx context.Context) (outcomes map[string]Delivery, full bool, err error) {
+	hint := &retryHint{}
+	var page []mailgun.Event
+	if !e.it.Next(withRetryHint(inBackground(ctx), hint), &page) {
+		if err := e.it.Err(); err != nil {
+			return nil, false, e.c.classify(err, hint)
+		}
+		return nil, false, nil
+	}
+	outcomes = map[string]Delivery{}
+	for _, ev := range page {
+		id := messageIDOf(ev)
+		if id == "" {
+			continue
+		}
+		outcomes[id] = outcomes[id].Merge(summarise(ev))
+	}
+	return outcomes, len(page) >= DeliveryPageSize, nil
+}
+
+// messageIDOf is the Message-Id header of the event's message, without
+// angle brackets.
+func messageIDOf(ev mailgun.Event) string {
+	var headers events.MessageHeaders
+	switch e := ev.(type) {
+	case *events.Delivered:
+		headers = e.Message.Headers
+	case *events.Failed:
+		headers = e.Message.Headers
+	case *events.Rejected:
+		headers = e.Message.Headers
+	case *events.Complained:
+		headers = e.Message.Headers
+	default:
+		return ""
+	}
+	return strings.Trim(headers.MessageID, "<>")
 }
 
 func summarise(ev mailgun.Event) Delivery {

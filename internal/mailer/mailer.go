@@ -29,6 +29,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mailgun/mailgun-go/v4"
@@ -127,8 +128,18 @@ type Client struct {
 // needs a Client per reconcile, because the settings may change at any time;
 // sharing the connections keeps that from costing a new connection (and TLS
 // handshake) per email and from leaving idle connections behind.
+//
+// The Limit applies per Mailgun account (Settings.Account), as Mailgun's own
+// rate limits do: an account that fails or is rate limited, and the retries
+// of its objects, do not take the budget of another.
 type Pool struct {
-	http *http.Client
+	timeout time.Duration
+	// rt carries every request, past the limit.
+	rt    http.RoundTripper
+	limit Limit
+
+	mu       sync.Mutex
+	limiters map[string]*rate.Limiter
 }
 
 // NewPool returns a Pool whose requests time out after timeout, go out at
@@ -148,11 +159,26 @@ func NewPool(timeout time.Duration, concurrency int, limit Limit) *Pool {
 	// alone. HTTP/2 would multiplex other requests onto it.
 	transport.ForceAttemptHTTP2 = false
 	transport.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
-	var rt http.RoundTripper = &retryHintTransport{next: &deadlineTransport{next: transport}}
-	if limit.QPS > 0 {
-		rt = &limitTransport{limiter: rate.NewLimiter(rate.Limit(limit.QPS), max(limit.Burst, 1)), next: rt}
+	return &Pool{timeout: timeout, rt: &retryHintTransport{next: &deadlineTransport{next: transport}}, limit: limit}
+}
+
+// httpClient is the HTTP client for the account of s: the shared
+// connections, behind the account's limiter.
+func (p *Pool) httpClient(s Settings) *http.Client {
+	if p.limit.QPS <= 0 {
+		return &http.Client{Timeout: p.timeout, Transport: p.rt}
 	}
-	return &Pool{http: &http.Client{Timeout: timeout, Transport: rt}}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.limiters == nil {
+		p.limiters = map[string]*rate.Limiter{}
+	}
+	l, ok := p.limiters[s.Account()]
+	if !ok {
+		l = rate.NewLimiter(rate.Limit(p.limit.QPS), max(p.limit.Burst, 1))
+		p.limiters[s.Account()] = l
+	}
+	return &http.Client{Timeout: p.timeout, Transport: &limitTransport{limiter: l, next: p.rt}}
 }
 
 // Client returns a Client for s that uses the pool's connections.
@@ -161,7 +187,7 @@ func (p *Pool) Client(s Settings) *Client {
 	if s.APIBase != "" {
 		mg.SetAPIBase(s.APIBase)
 	}
-	mg.SetClient(p.http)
+	mg.SetClient(p.httpClient(s))
 	return &Client{settings: s, mg: mg}
 }
 
@@ -326,6 +352,20 @@ func (s Settings) String() string {
 		key = "set"
 	}
 	return fmt.Sprintf("domain=%q sender=%q recipient=%q apiBase=%q apiKey=%s", s.Domain, s.Sender, s.Recipient, s.APIBase, key)
+}
+
+// Account identifies, without revealing the key, the Mailgun account s
+// talks to: its API key in its region.
+func (s Settings) Account() string {
+	h := sha256.Sum256([]byte(s.APIBase + "\x00" + s.APIKey))
+	return hex.EncodeToString(h[:])
+}
+
+// Events identifies, without revealing the key, whose events s reads: a
+// domain of an account.
+func (s Settings) Events() string {
+	h := sha256.Sum256([]byte(s.APIBase + "\x00" + s.APIKey + "\x00" + s.Domain))
+	return hex.EncodeToString(h[:])
 }
 
 // Fingerprint identifies the settings (the key included) without

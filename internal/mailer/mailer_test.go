@@ -523,7 +523,7 @@ func TestDeliveryPollsLeaveTheBudgetToSends(t *testing.T) {
 	polled, deferred := 0, 0
 	for range 10 {
 		start := time.Now()
-		_, err := c.Delivery(ctx, "<accepted@mg.example.com>")
+		_, _, err := c.DeliveryEvents(start.Add(-time.Hour)).Next(ctx)
 		switch {
 		case err == nil:
 			polled++
@@ -543,5 +543,90 @@ func TestDeliveryPollsLeaveTheBudgetToSends(t *testing.T) {
 		if _, err := c.Send(ctx, request(fmt.Sprintf("<send-%d@mg.example.com>", i))); err != nil {
 			t.Errorf("send %d after the polls: %v, want the half of the burst the polls left", i, err)
 		}
+	}
+}
+
+// TestDeliveryEventsFollowEveryMessageInOneRequest: one page of the
+// domain's delivery events tells the outcome of every message in it, the
+// later event of a message winning; events before since are not read;
+// a full page says more may follow, and the next page has them.
+func TestDeliveryEventsFollowEveryMessageInOneRequest(t *testing.T) {
+	fake := mailgunfake.Start(domain, apiKey)
+	defer fake.Close()
+	c := newClient(t, fake, apiKey)
+	ctx := context.Background()
+	send := func(id string) {
+		t.Helper()
+		if _, err := c.Send(ctx, request(id)); err != nil {
+			t.Fatalf("Send: %v", err)
+		}
+	}
+	for _, id := range []string{"<old@mg.example.com>", "<delivered@mg.example.com>", "<bounced@mg.example.com>", "<retried@mg.example.com>", "<pending@mg.example.com>"} {
+		send(id)
+	}
+	fake.AddEvent("<old@mg.example.com>", mailgunfake.Event{Name: "delivered", Message: "250 OK"})
+	// Mailgun's begin has whole seconds.
+	time.Sleep(1100 * time.Millisecond)
+	since := time.Now()
+	fake.AddEvent("<delivered@mg.example.com>", mailgunfake.Event{Name: "delivered", Message: "250 OK"})
+	fake.AddEvent("<bounced@mg.example.com>", mailgunfake.Event{Name: "failed", Severity: "permanent", Reason: "bounce", Message: "550 no such user", Code: 550})
+	fake.AddEvent("<retried@mg.example.com>", mailgunfake.Event{Name: "failed", Severity: "temporary", Reason: "generic", Message: "421 try later", Code: 421})
+	fake.AddEvent("<retried@mg.example.com>", mailgunfake.Event{Name: "delivered", Message: "250 OK"})
+
+	_, before := fake.Requests()
+	outcomes, full, err := c.DeliveryEvents(since).Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, after := fake.Requests(); after-before != 1 {
+		t.Errorf("%d requests for one page, want 1", after-before)
+	}
+	want := map[string]mailer.DeliveryState{"delivered@mg.example.com": mailer.Delivered, "bounced@mg.example.com": mailer.DeliveryFailed,
+		"retried@mg.example.com": mailer.Delivered}
+	if len(outcomes) != len(want) || full {
+		t.Errorf("outcomes %v (full %v), want %v and not full", outcomes, full, want)
+	}
+	for id, state := range want {
+		if outcomes[id].State != state {
+			t.Errorf("%s: %s, want %s", id, outcomes[id].State, state)
+		}
+	}
+
+	for range mailer.DeliveryPageSize {
+		fake.AddEvent("<pending@mg.example.com>", mailgunfake.Event{Name: "failed", Severity: "temporary", Reason: "generic", Message: "421 try later", Code: 421})
+	}
+	pages := c.DeliveryEvents(since)
+	if _, full, err := pages.Next(ctx); err != nil || !full {
+		t.Fatalf("a page of %d events: full %v, %v; want full", mailer.DeliveryPageSize, full, err)
+	}
+	outcomes, full, err = pages.Next(ctx)
+	if err != nil || full || outcomes["pending@mg.example.com"].State != mailer.DeliveryRetrying {
+		t.Errorf("the next page: %v (full %v), %v; want the rest: pending@ retrying", outcomes, full, err)
+	}
+}
+
+// TestEachAccountHasItsOwnBudget: the bound on requests applies per Mailgun
+// account. An account whose objects spend the budget (an outage's retries,
+// a burst of new clusters) leaves another account's sends untouched.
+func TestEachAccountHasItsOwnBudget(t *testing.T) {
+	busy := mailgunfake.Start(domain, apiKey)
+	defer busy.Close()
+	other := mailgunfake.Start("mg.other.example.com", "key-other")
+	defer other.Close()
+	// A slow refill: the test sees the burst only.
+	pool := mailer.NewPool(2*time.Second, 4, mailer.Limit{QPS: 0.01, Burst: 2})
+	busyAccount := mailer.Settings{Domain: domain, APIKey: apiKey, Recipient: recipient, APIBase: busy.APIBase()}
+	otherAccount := mailer.Settings{Domain: other.Domain, APIKey: "key-other", Recipient: recipient, APIBase: other.APIBase()}
+	ctx := context.Background()
+	for i := range 2 {
+		if _, err := pool.Client(busyAccount).Send(ctx, request(fmt.Sprintf("<busy-%d@%s>", i, domain))); err != nil {
+			t.Fatalf("send %d within the burst: %v", i, err)
+		}
+	}
+	if _, err := pool.Client(busyAccount).Send(ctx, request("<busy-over@"+domain+">")); mailer.AsSendError(err).Class != mailer.ClassUnreachable {
+		t.Fatalf("a send over the busy account's budget: %v, want it held back (class Unreachable)", err)
+	}
+	if _, err := pool.Client(otherAccount).Send(ctx, request("<other@mg.other.example.com>")); err != nil {
+		t.Errorf("the other account's send after the busy one spent its budget: %v, want it sent", err)
 	}
 }

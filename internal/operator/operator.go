@@ -212,11 +212,11 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.MaxBackoff, "mailgun-max-backoff", o.MaxBackoff,
 		"Cap of the wait between failed calls to Mailgun for one MailgunCluster (it starts at 1s and doubles per failure).")
 	fs.Float64Var(&o.MailgunQPS, "mailgun-qps", o.MailgunQPS,
-		"Bound on requests per second to Mailgun, all MailgunClusters together; 0 sets no bound.")
+		"Bound on requests per second to each Mailgun account (API key and region), all MailgunClusters using it together; 0 sets no bound.")
 	fs.IntVar(&o.MailgunBurst, "mailgun-burst", o.MailgunBurst,
 		"How many requests to Mailgun may go out at once above --mailgun-qps.")
 	fs.DurationVar(&o.DeliveryPollInterval, "delivery-poll-interval", o.DeliveryPollInterval,
-		"First interval between looks at Mailgun's events for the delivery of an accepted email; it grows as the email ages.")
+		"Interval between reads of Mailgun's delivery events, one page per Mailgun account for all the accepted emails followed; it grows with the age of the youngest of them, to at most 40 times this value.")
 	fs.DurationVar(&o.DeliveryTrackingTimeout, "delivery-tracking-timeout", o.DeliveryTrackingTimeout,
 		"How long after acceptance to follow an email's delivery before giving up.")
 	fs.DurationVar(&o.CredentialsCheckInterval, "credentials-check-interval", o.CredentialsCheckInterval,
@@ -332,6 +332,16 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 	// plus the readiness check's domain lookup.
 	mailers := mailer.NewPool(o.MailgunTimeout, o.Concurrency+1, mailer.Limit{QPS: o.MailgunQPS, Burst: o.MailgunBurst})
 	creds := &credentials{mailers: mailers, ttl: o.CredentialsCheckInterval, log: mgr.GetLogger().WithName("mailgun-credentials")}
+	deliveries := &send.DeliveryTracker{
+		Interval: o.DeliveryPollInterval,
+		List: func(s mailer.Settings, since time.Time) send.DeliveryPages {
+			return mailers.Client(s).DeliveryEvents(since)
+		},
+		Log: mgr.GetLogger().WithName("delivery-tracker"),
+	}
+	if err := mgr.Add(deliveries); err != nil {
+		return nil, fmt.Errorf("adding the delivery tracker: %w", err)
+	}
 	reconciler := controllers.NewMailgunClusterReconciler(send.Sender{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("mailguncluster-controller"),
@@ -344,7 +354,7 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 		Credentials:             creds,
 		APIReader:               mgr.GetAPIReader(),
 		Lease:                   lease,
-		DeliveryPollInterval:    o.DeliveryPollInterval,
+		Deliveries:              deliveries,
 		DeliveryTrackingTimeout: o.DeliveryTrackingTimeout,
 	})
 	reconciler.ConfigObjects = controllers.ConfigObjects{

@@ -46,10 +46,10 @@ var deliveryOutcomes = map[mailer.DeliveryState]struct {
 	mailer.DeliveryRejected:   {metav1.ConditionFalse, infrav1.DeliveryRejectedReason, corev1.EventTypeWarning, "rejected"},
 }
 
-// trackDelivery follows an accepted email through Mailgun's events until it
-// is delivered, bounces or is rejected, polling less often as the email
-// ages, for at most DeliveryTrackingTimeout. Tracking is best-effort: a
-// failed look is retried later and never affects EmailSent or Ready.
+// trackDelivery follows an accepted email until it is delivered, bounces
+// or is rejected, for at most DeliveryTrackingTimeout, through the
+// DeliveryTracker, which brings the object back when news arrives. Tracking
+// is best-effort and never affects EmailSent or Ready.
 func (d *Driver[T]) trackDelivery(ctx context.Context, obj T, identity *infrav1.MailgunClusterIdentityReference, id string) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	current := conditions.Get(obj, infrav1.EmailDeliveredCondition)
@@ -60,12 +60,14 @@ func (d *Driver[T]) trackDelivery(ctx context.Context, obj T, identity *infrav1.
 		setDeliveryPending(obj, id)
 	}
 
+	key := client.ObjectKeyFromObject(obj)
 	acceptedAt := time.Now()
 	if sent := conditions.Get(obj, infrav1.EmailSentCondition); sent != nil && sent.Status == metav1.ConditionTrue && !sent.LastTransitionTime.IsZero() {
 		acceptedAt = sent.LastTransitionTime.Time
 	}
-	age := time.Since(acceptedAt)
-	if age > d.DeliveryTrackingTimeout {
+	left := d.DeliveryTrackingTimeout - time.Since(acceptedAt)
+	if left <= 0 {
+		d.Deliveries.Stop(d.Kind.Name, key)
 		conditions.Set(obj, metav1.Condition{
 			Type: infrav1.EmailDeliveredCondition, Status: metav1.ConditionUnknown, Reason: infrav1.DeliveryTrackingExpiredReason,
 			Message: fmt.Sprintf("no delivery outcome for %s within %s of its acceptance; check Mailgun's logs", id, d.DeliveryTrackingTimeout),
@@ -73,35 +75,22 @@ func (d *Driver[T]) trackDelivery(ctx context.Context, obj T, identity *infrav1.
 		d.Metrics.Deliveries.WithLabelValues("expired").Inc()
 		return ctrl.Result{}, nil
 	}
-	next := min(max(age/4, d.DeliveryPollInterval), 40*d.DeliveryPollInterval)
-	// Our own status writes trigger reconciles too; look at Mailgun's events
-	// only when the poll is due.
-	mem := d.memory.load(obj)
-	if now := time.Now(); now.Before(mem.nextDeliveryPoll) {
-		return ctrl.Result{RequeueAfter: mem.nextDeliveryPoll.Sub(now)}, nil
-	}
-	mem.nextDeliveryPoll = time.Now().Add(next)
-	d.memory.store(obj, mem)
 
-	settings, unusable, err := d.Settings.For(ctx, obj.GetNamespace(), identity)
-	if err == nil && unusable != nil {
-		err = errors.New(unusable.Message)
-	}
-	if err != nil {
-		// Without settings we cannot look; the configuration watch or the
-		// next poll will. The send path reports the settings in a condition.
-		log.V(1).Info("No usable settings to look at the delivery with; will look again", "error", err.Error(), "after", next)
-		return ctrl.Result{RequeueAfter: next}, nil
-	}
-	dl, err := d.NewMailer(settings).Delivery(ctx, id)
-	if mailer.Deferred(err) {
-		// Sends needed the request budget: normal under load.
-		log.V(1).Info("Delivery poll deferred: sends come first; will look again", "messageID", id, "after", next)
-		return ctrl.Result{RequeueAfter: next}, nil
-	}
-	if err != nil {
-		log.Info("Could not read the delivery of the request email; will look again", "messageID", id, "error", err.Error(), "after", next)
-		return ctrl.Result{RequeueAfter: next}, nil
+	dl, followed := d.Deliveries.Lookup(id)
+	if !followed {
+		settings, unusable, err := d.Settings.For(ctx, obj.GetNamespace(), identity)
+		if err == nil && unusable != nil {
+			err = errors.New(unusable.Message)
+		}
+		if err != nil {
+			// Without settings we cannot look; the configuration watch or
+			// this retry will. The send path reports the settings in a
+			// condition.
+			log.V(1).Info("No usable settings to follow the delivery with; will try again", "error", err.Error(), "after", d.Deliveries.Interval)
+			return ctrl.Result{RequeueAfter: d.Deliveries.Interval}, nil
+		}
+		d.Deliveries.Follow(d.Kind.Name, key, settings, id, acceptedAt)
+		return ctrl.Result{RequeueAfter: left}, nil
 	}
 
 	if outcome, final := deliveryOutcomes[dl.State]; final {
@@ -111,7 +100,8 @@ func (d *Driver[T]) trackDelivery(ctx context.Context, obj T, identity *infrav1.
 		}
 		conditions.Set(obj, metav1.Condition{Type: infrav1.EmailDeliveredCondition, Status: outcome.status, Reason: outcome.reason, Message: msg})
 		d.Metrics.Deliveries.WithLabelValues(outcome.metric).Inc()
-		d.memory.forget(client.ObjectKeyFromObject(obj))
+		d.Deliveries.Stop(d.Kind.Name, key)
+		d.memory.forget(key)
 		d.Recorder.Eventf(obj, nil, outcome.eventType, outcome.reason, "TrackDelivery", "request email %s: %s", id, msg)
 		log.Info("Delivery outcome of the request email", "messageID", id, "state", dl.State, "detail", dl.Detail)
 		return ctrl.Result{}, nil
@@ -122,7 +112,9 @@ func (d *Driver[T]) trackDelivery(ctx context.Context, obj T, identity *infrav1.
 			Message: fmt.Sprintf("a delivery attempt failed temporarily at %s and Mailgun retries: %s", dl.At.Format(time.RFC3339), dl.Detail),
 		})
 	}
-	return ctrl.Result{RequeueAfter: next}, nil
+	// The tracker brings the object back with news; this only ends the
+	// tracking in time.
+	return ctrl.Result{RequeueAfter: left}, nil
 }
 
 // deliveryFinal reports whether an EmailDelivered reason is final: one of

@@ -197,6 +197,7 @@ func (d *Driver[T]) Finish(ctx context.Context, s *Scope[T], res ctrl.Result, re
 func (d *Driver[T]) Forget(key types.NamespacedName) {
 	d.memory.forget(key)
 	d.own.forget(key)
+	d.Deliveries.Stop(d.Kind.Name, key)
 }
 
 // Remembered is how many entries the driver keeps for objects: what it
@@ -450,8 +451,8 @@ func (d *Driver[T]) apply(ctx context.Context, obj T, messageID string, dec send
 }
 
 // newlyAccepted records an email Mailgun just accepted, or was just found
-// to have accepted, under Message-Id messageID, and schedules the first
-// look at its delivery.
+// to have accepted, under Message-Id messageID. The watch event of the
+// record's write brings the object back to follow its delivery.
 func (d *Driver[T]) newlyAccepted(obj T, messageID, id string) ctrl.Result {
 	d.Kind.markAccepted(obj, id)
 	// A resend request made while this email was pending is answered by it.
@@ -464,11 +465,8 @@ func (d *Driver[T]) newlyAccepted(obj T, messageID, id string) ctrl.Result {
 	// patch may fail), only memory knows of it: Mailgun's events can take
 	// many minutes to show the message, and a lookup that finds nothing
 	// before the settle time ends would send again.
-	d.memory.store(obj, objectMemory{
-		nextDeliveryPoll: time.Now().Add(d.DeliveryPollInterval),
-		accepted:         acceptance{messageID: messageID, id: id},
-	})
-	return ctrl.Result{RequeueAfter: d.DeliveryPollInterval}
+	d.memory.store(obj, objectMemory{accepted: acceptance{messageID: messageID, id: id}})
+	return ctrl.Result{}
 }
 
 // warnResendOnce reports a refused resend request with a Warning event and

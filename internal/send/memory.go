@@ -19,7 +19,6 @@ package send
 import (
 	"fmt"
 	"sync"
-	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,9 +45,6 @@ type objectMemory struct {
 	// unsentClaim is a claim this process wrote (or tried to) and knows no
 	// message went out under.
 	unsentClaim string
-	// nextDeliveryPoll is when the delivery of the accepted email is next
-	// looked up.
-	nextDeliveryPoll time.Time
 	// refusedResend is the last resend request value reported as invalid.
 	refusedResend string
 	// accepted is the last acceptance this process saw, kept after the

@@ -45,7 +45,6 @@ import (
 type Mailer interface {
 	Send(ctx context.Context, r mailer.Request) (string, error)
 	WasAccepted(ctx context.Context, messageID string) (bool, error)
-	Delivery(ctx context.Context, messageID string) (mailer.Delivery, error)
 }
 
 // CredentialsVerifier checks, with Mailgun, that the API key, domain and
@@ -89,10 +88,8 @@ type Sender struct {
 	// Lease, if set (leader election on), must be held before a send.
 	Lease Lease
 
-	// DeliveryPollInterval is the first interval between looks at Mailgun's
-	// events for the delivery of an accepted email; it grows with the age of
-	// the email up to 40 times this value.
-	DeliveryPollInterval time.Duration
+	// Deliveries follows the delivery of accepted emails.
+	Deliveries *DeliveryTracker
 
 	// DeliveryTrackingTimeout is how long after acceptance delivery is
 	// followed before giving up.

@@ -303,8 +303,8 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 	}
 	time.Sleep(outageLen)
 	outage.Store(false)
-	// The accepted objects keep following their delivery meanwhile; count
-	// only the new objects' lookups.
+	// The delivery tracker keeps reading the events of the accepted
+	// objects meanwhile; count only the new objects' lookups.
 	sends1, lookups1 := fake.Requests()
 	lookups := 0
 	for i := range outageObjects {
@@ -317,7 +317,7 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 	domains := fake.DomainRequests() - domains0
 	calls := sends1 - sends0 + lookups + domains
 	t.Logf("during a %s Mailgun outage, %d new objects cost %d Mailgun calls (%d sends, %d event lookups, %d domain checks): %.1f each; "+
-		"%d event lookups in all, with the accepted objects' delivery polls",
+		"%d events requests in all, with the delivery tracker's reads",
 		outageLen, outageObjects, calls, sends1-sends0, lookups, domains, float64(calls)/outageObjects, lookups1-lookups0)
 	// Waits of 1s, 2s, 4s, ... up to the cap: one call per wait that fits
 	// in the outage, plus the first call and the domain check; twice that

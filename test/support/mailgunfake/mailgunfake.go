@@ -34,6 +34,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,6 +69,8 @@ type Event struct {
 	Message string
 	// Code is the SMTP code of a failed delivery.
 	Code int
+	// at is when AddEvent added it: its timestamp.
+	at time.Time
 }
 
 // FaultKind is a kind of injected failure.
@@ -125,6 +128,7 @@ type Server struct {
 	events               map[string][]Event // by message ID without brackets
 	domainState          string
 	eventLag             time.Duration
+	autoDeliver          bool
 	sendLatency          time.Duration
 	sendRequests         int
 	eventRequests        int
@@ -278,7 +282,8 @@ func (s *Server) SetEventLag(d time.Duration) {
 	s.eventLag = d
 }
 
-// AddEvent appends a delivery event for the message with the given ID.
+// AddEvent appends a delivery event for the message with the given ID,
+// timestamped now.
 func (s *Server) AddEvent(messageID string, e Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -286,7 +291,16 @@ func (s *Server) AddEvent(messageID string, e Event) {
 		s.events = map[string][]Event{}
 	}
 	id := strings.Trim(messageID, "<>")
+	e.at = time.Now()
 	s.events[id] = append(s.events[id], e)
+}
+
+// SetAutoDeliver makes every accepted message also have a "delivered"
+// event, a millisecond after its acceptance (and lagging like the rest).
+func (s *Server) SetAutoDeliver(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.autoDeliver = on
 }
 
 // SetDomainState sets the state the domain API reports ("active" by
@@ -578,52 +592,38 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	q := r.URL.Query()
-	// Paging: the first page holds every match; the "next" page is empty.
-	if q.Get("page") == "next" {
-		writeJSON(w, http.StatusOK, map[string]any{"items": []any{}, "paging": map[string]string{}})
-		return
-	}
-	wantID := strings.Trim(q.Get("message-id"), "<>")
 	limit, _ := strconv.Atoi(q.Get("limit"))
 	if limit <= 0 || limit > 300 {
 		limit = 100
 	}
-	s.mu.Lock()
-	visible := time.Now().Add(-s.eventLag)
-	s.mu.Unlock()
-	items := []any{}
-	for _, m := range s.Messages() {
-		id := strings.Trim(m.ID, "<>")
-		if (wantID != "" && id != wantID) || m.Accepted.After(visible) {
-			continue
+	offset, _ := strconv.Atoi(q.Get("fake-offset"))
+	var begin time.Time
+	if b := q.Get("begin"); b != "" {
+		t, err := time.Parse(mailgunTime, b)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"message": "invalid begin: " + b})
+			return
 		}
-		if len(items) == limit {
-			break
-		}
-		for _, to := range m.To {
-			items = append(items, s.event("accepted", m, id, to, nil))
-			s.mu.Lock()
-			extra := append([]Event(nil), s.events[id]...)
-			s.mu.Unlock()
-			for _, e := range extra {
-				fields := map[string]any{}
-				switch e.Name {
-				case "failed":
-					fields["severity"] = e.Severity
-					fields["reason"] = e.Reason
-					fields["delivery-status"] = map[string]any{"code": e.Code, "message": e.Message, "description": e.Message}
-				case "rejected":
-					fields["reject"] = map[string]any{"reason": e.Reason, "description": e.Message}
-				case "delivered":
-					fields["delivery-status"] = map[string]any{"code": 250, "message": e.Message}
-				}
-				items = append(items, s.event(e.Name, m, id, to, fields))
-			}
+		begin = t
+	}
+	var names map[string]bool
+	if f := q.Get("event"); f != "" {
+		names = map[string]bool{}
+		for _, n := range strings.Split(f, " OR ") {
+			names[strings.TrimSpace(n)] = true
 		}
 	}
+	matching := s.eventsSince(strings.Trim(q.Get("message-id"), "<>"), begin, names)
+	page := matching[min(offset, len(matching)):min(offset+limit, len(matching))]
+	items := make([]any, 0, len(page))
+	for _, e := range page {
+		items = append(items, e.item)
+	}
+	// The next page continues after this one; past the end it is empty
+	// until more events show.
 	next := *r.URL
 	nq := next.Query()
-	nq.Set("page", "next")
+	nq.Set("fake-offset", strconv.Itoa(offset+len(page)))
 	next.RawQuery = nq.Encode()
 	next.Scheme, next.Host = "http", r.Host
 	if r.TLS != nil {
@@ -632,11 +632,74 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"items": items, "paging": map[string]string{"next": next.String()}})
 }
 
-func (s *Server) event(name string, m Message, id, to string, fields map[string]any) map[string]any {
+// mailgunTime is how the events API writes begin and end.
+const mailgunTime = "Mon, 2 Jan 2006 15:04:05 -0700"
+
+type timedEvent struct {
+	at   time.Time
+	item map[string]any
+}
+
+// eventsSince returns the visible events (older than the event lag) from
+// begin on, oldest first: of the message wantID only if set, and with one
+// of names only if set.
+func (s *Server) eventsSince(wantID string, begin time.Time, names map[string]bool) []timedEvent {
+	s.mu.Lock()
+	visible := time.Now().Add(-s.eventLag)
+	autoDeliver := s.autoDeliver
+	extra := map[string][]Event{}
+	for id, evs := range s.events {
+		extra[id] = append([]Event(nil), evs...)
+	}
+	s.mu.Unlock()
+	var out []timedEvent
+	add := func(at time.Time, name string, item func() map[string]any) {
+		if at.After(visible) || at.Before(begin) || (names != nil && !names[name]) {
+			return
+		}
+		out = append(out, timedEvent{at: at, item: item()})
+	}
+	for _, m := range s.Messages() {
+		id := strings.Trim(m.ID, "<>")
+		if wantID != "" && id != wantID {
+			continue
+		}
+		for _, to := range m.To {
+			add(m.Accepted, "accepted", func() map[string]any { return s.event("accepted", m, id, to, m.Accepted, nil) })
+			if autoDeliver {
+				at := m.Accepted.Add(time.Millisecond)
+				add(at, "delivered", func() map[string]any {
+					return s.event("delivered", m, id, to, at, map[string]any{"delivery-status": map[string]any{"code": 250, "message": "OK"}})
+				})
+			}
+			for _, e := range extra[id] {
+				add(e.at, e.Name, func() map[string]any { return s.event(e.Name, m, id, to, e.at, e.fields()) })
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].at.Before(out[j].at) })
+	return out
+}
+
+// fields are the event's fields Mailgun adds for its kind.
+func (e Event) fields() map[string]any {
+	switch e.Name {
+	case "failed":
+		return map[string]any{"severity": e.Severity, "reason": e.Reason,
+			"delivery-status": map[string]any{"code": e.Code, "message": e.Message, "description": e.Message}}
+	case "rejected":
+		return map[string]any{"reject": map[string]any{"reason": e.Reason, "description": e.Message}}
+	case "delivered":
+		return map[string]any{"delivery-status": map[string]any{"code": 250, "message": e.Message}}
+	}
+	return nil
+}
+
+func (s *Server) event(name string, m Message, id, to string, at time.Time, fields map[string]any) map[string]any {
 	e := map[string]any{
 		"event":          name,
 		"id":             randomHex(11),
-		"timestamp":      float64(time.Now().UnixNano()) / 1e9,
+		"timestamp":      float64(at.UnixNano()) / 1e9,
 		"recipient":      to,
 		"user-variables": m.Variables,
 		"message": map[string]any{
