@@ -126,7 +126,7 @@ test-faults: controlplane ## 300 MailgunClusters through crashes, freezes, a fla
 	go test -tags faults ./test/faults/ -count=1 -v -timeout $(FAULTS_TIMEOUT)
 
 .PHONY: bench
-bench: controlplane ## Benchmark the operator against bare clients (N=100,1000, median of 5 runs) and a bare informer (10k objects); prints a Markdown report.
+bench: controlplane ## Benchmark the operator (shipped flags, and --mailgun-qps=0) against bare clients (N=100,1000, median of 5 runs) and a bare informer (10k objects); prints a Markdown report.
 	go build -o $(LOCALBIN)/manager .
 	go build -o $(LOCALBIN)/bench ./hack/bench
 	KUBEBUILDER_ASSETS="$$(hack/build-controlplane.sh)" $(LOCALBIN)/bench -manager $(LOCALBIN)/manager $(BENCH_ARGS) 2>$(LOCALBIN)/bench.stderr

@@ -63,6 +63,12 @@ import (
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/testenv"
 )
 
+// The shipped --mailgun-qps and --mailgun-burst, for the floor they set.
+const (
+	defaultQPS   = 20
+	defaultBurst = 40
+)
+
 // inFlight is how many creates or patches of its own the bench has in
 // flight at a time.
 const inFlight = 20
@@ -81,12 +87,13 @@ func main() {
 	}
 	sizes := flag.String("n", "100,1000", "comma-separated numbers of MailgunClusters")
 	latency := flag.Duration("latency", 20*time.Millisecond, "Mailgun send latency")
-	concurrency := flag.Int("concurrency", 10, "reconcile concurrency of the manager and the bare client")
+	concurrency := flag.Int("concurrency", 10, "concurrency of the bare clients (the operator runs with its default)")
 	rssObjects := flag.Int("rss-objects", 10000, "cached objects for the memory comparison; 0 skips it")
+	eventLag := flag.Duration("event-lag", 5*time.Minute, "how long the stand-in's events lag behind its sends (Mailgun documents up to about half an hour)")
 	manager := flag.String("manager", "bin/manager", "manager binary")
 	runs := flag.Int("runs", 5, "runs of each contender per N; the report shows the median")
 	flag.Parse()
-	if err := run(*sizes, *latency, *concurrency, *runs, *rssObjects, *manager); err != nil {
+	if err := run(*sizes, *latency, *eventLag, *concurrency, *runs, *rssObjects, *manager); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
@@ -100,10 +107,26 @@ type result struct {
 	converge     time.Duration
 	p50, p99     time.Duration
 	writesPerObj float64
-	peakRSSMiB   float64
+	// conflictsPerObj are the writes the apiserver refused with 409.
+	conflictsPerObj float64
+	// mailgunPerObj are the requests to Mailgun: sends, lookups and domain
+	// checks.
+	mailgunPerObj float64
+	peakRSSMiB    float64
 }
 
-func run(sizesFlag string, latency time.Duration, concurrency, runs, rssObjects int, manager string) error {
+// operatorRuns are the operator's rows: the shipped flags, and without the
+// bound on requests to Mailgun, which the bare clients do not have either.
+// Both track deliveries as shipped (polls every --delivery-poll-interval).
+var operatorRuns = []struct {
+	who  string
+	args []string
+}{
+	{"operator, default flags", nil},
+	{"operator, --mailgun-qps=0", []string{"--mailgun-qps=0"}},
+}
+
+func run(sizesFlag string, latency, eventLag time.Duration, concurrency, runs, rssObjects int, manager string) error {
 	ctx := context.Background()
 	env, err := testenv.Start()
 	if err != nil {
@@ -113,6 +136,8 @@ func run(sizesFlag string, latency time.Duration, concurrency, runs, rssObjects 
 	fake := mailgunfake.Start(domain, apiKey)
 	defer fake.Close()
 	fake.SetSendLatency(latency)
+	fake.SetEventLag(eventLag)
+	fake.SetAutoDeliver(true)
 	proxy, err := apiproxy.Start(env.Config, apiproxy.Options{})
 	if err != nil {
 		return err
@@ -134,9 +159,12 @@ func run(sizesFlag string, latency time.Duration, concurrency, runs, rssObjects 
 
 	// The contenders: the operator and each bare client.
 	type contender func(ctx context.Context, n, run int) (result, error)
-	contenders := []contender{func(ctx context.Context, n, run int) (result, error) {
-		return runOperator(ctx, env, proxy, fake, manager, kubeconfig, dir, n, run, concurrency)
-	}}
+	var contenders []contender
+	for i := range operatorRuns {
+		contenders = append(contenders, func(ctx context.Context, n, run int) (result, error) {
+			return runOperator(ctx, env, proxy, fake, manager, kubeconfig, dir, i, n, run)
+		})
+	}
 	for _, b := range bareClients {
 		contenders = append(contenders, func(ctx context.Context, n, run int) (result, error) {
 			return runBare(ctx, env, proxy, fake, b, n, run, concurrency)
@@ -188,15 +216,15 @@ func run(sizesFlag string, latency time.Duration, concurrency, runs, rssObjects 
 			return err
 		}
 	}
-	report(results, latency, concurrency, runs, rssObjects, rssOp, rssBare)
+	report(results, latency, eventLag, concurrency, runs, rssObjects, rssOp, rssBare)
 	return nil
 }
 
-// runOperator runs the manager binary on n new MailgunClusters and measures
-// until each has its message ID recorded.
+// runOperator runs the manager binary with operatorRuns[which]'s flags on n
+// new MailgunClusters and measures until each has its message ID recorded.
 func runOperator(ctx context.Context, env *testenv.Env, proxy *apiproxy.Proxy, fake *mailgunfake.Server,
-	manager, kubeconfig, dir string, n, run, concurrency int) (result, error) {
-	ns := fmt.Sprintf("bench-operator-%d-%d", n, run)
+	manager, kubeconfig, dir string, which, n, run int) (result, error) {
+	ns := fmt.Sprintf("bench-operator-%d-%d-%d", which, n, run)
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return result{}, err
 	}
@@ -204,11 +232,11 @@ func runOperator(ctx context.Context, env *testenv.Env, proxy *apiproxy.Proxy, f
 	if err != nil {
 		return result{}, err
 	}
-	cmd := exec.Command(manager, "--namespace="+ns, "--config-namespace=", fmt.Sprintf("--mailguncluster-concurrency=%d", concurrency),
-		"--metrics-bind-address=0", "--health-probe-bind-address="+probes, "--delivery-poll-interval=1h", "--zap-log-level=error",
-		// The bare clients have no bound on Mailgun requests; the operator's
-		// (--mailgun-qps) would measure itself, not the operator.
-		"--mailgun-qps=0")
+	// Only the namespaces, the probe address and the log level differ from
+	// the shipped Deployment: no metrics endpoint, no leader election (one
+	// replica), settings from the environment.
+	cmd := exec.Command(manager, append([]string{"--namespace=" + ns, "--config-namespace=",
+		"--metrics-bind-address=0", "--health-probe-bind-address=" + probes, "--zap-log-level=error"}, operatorRuns[which].args...)...)
 	cmd.Env = []string{"KUBECONFIG=" + kubeconfig, "HOME=" + dir,
 		config.EnvDomain + "=" + domain, config.EnvAPIKey + "=" + apiKey, config.EnvRecipient + "=" + recipient, config.EnvAPIBase + "=" + fake.APIBase()}
 	logFile, _ := os.Create(filepath.Join(dir, ns+".log"))
@@ -223,14 +251,14 @@ func runOperator(ctx context.Context, env *testenv.Env, proxy *apiproxy.Proxy, f
 		return result{}, fmt.Errorf("operator run: %w (log %s)", err, logFile.Name())
 	}
 
-	writesBefore := proxy.Writes.Load()
+	before := countersOf(proxy, fake)
 	created, recorded, start, err := createAndWait(ctx, env.Client, env.Config, ns, n, nil)
 	if err != nil {
 		return result{}, fmt.Errorf("operator run: %w (log %s)", err, logFile.Name())
 	}
-	r := summarise("operator", n, created, recorded, start)
+	r := summarise(operatorRuns[which].who, n, created, recorded, start)
 	r.namespace = ns
-	r.writesPerObj = float64(proxy.Writes.Load()-writesBefore) / float64(n)
+	countersOf(proxy, fake).since(before).per(n, &r)
 	r.peakRSSMiB = peakRSS(cmd.Process.Pid)
 	return r, nil
 }
@@ -294,7 +322,7 @@ func runBare(ctx context.Context, env *testenv.Env, proxy *apiproxy.Proxy, fake 
 			}
 		}()
 	}
-	writesBefore := proxy.Writes.Load()
+	before := countersOf(proxy, fake)
 	created, recorded, start, err := createAndWait(ctx, env.Client, env.Config, ns, n, work)
 	close(work)
 	wg.Wait()
@@ -303,8 +331,27 @@ func runBare(ctx context.Context, env *testenv.Env, proxy *apiproxy.Proxy, fake 
 	}
 	r := summarise(b.name, n, created, recorded, start)
 	r.namespace = ns
-	r.writesPerObj = float64(proxy.Writes.Load()-writesBefore) / float64(n)
+	countersOf(proxy, fake).since(before).per(n, &r)
 	return r, nil
+}
+
+// counters are the proxy's and the stand-in's running totals.
+type counters struct{ writes, conflicts, mailgun int64 }
+
+func countersOf(proxy *apiproxy.Proxy, fake *mailgunfake.Server) counters {
+	sends, lookups := fake.Requests()
+	return counters{writes: proxy.Writes.Load(), conflicts: proxy.Conflicts.Load(), mailgun: int64(sends + lookups + fake.DomainRequests())}
+}
+
+func (c counters) since(before counters) counters {
+	return counters{writes: c.writes - before.writes, conflicts: c.conflicts - before.conflicts, mailgun: c.mailgun - before.mailgun}
+}
+
+// per sets r's per-object figures from c, counted over n objects' run.
+func (c counters) per(n int, r *result) {
+	r.writesPerObj = float64(c.writes) / float64(n)
+	r.conflictsPerObj = float64(c.conflicts) / float64(n)
+	r.mailgunPerObj = float64(c.mailgun) / float64(n)
 }
 
 func bareOne(ctx context.Context, c client.Client, m *mailer.Client, b bareClient, mc *infrav1.MailgunCluster) error {
@@ -606,26 +653,34 @@ func procStatus(pid int, field string) float64 {
 	return 0
 }
 
-func report(results []result, latency time.Duration, concurrency, runs, rssObjects int, rssOp, rssBare float64) {
-	fmt.Printf("Send latency %v, concurrency %d, %s; each row is the median of %d runs.\n\n", latency, concurrency, machine(), runs)
-	fmt.Println("| N | who | converge | emails/s | p50 create→recorded | p99 | apiserver writes/object | peak RSS |")
-	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- |")
+func report(results []result, latency, eventLag time.Duration, concurrency, runs, rssObjects int, rssOp, rssBare float64) {
+	fmt.Printf("Send latency %v, events lagging %v, bare clients' concurrency %d, %s; each row is the median of %d runs.\n\n",
+		latency, eventLag, concurrency, machine(), runs)
+	fmt.Println("| N | who | converge | emails/s | p50 create→recorded | p99 | apiserver writes/object | conflicts/object | Mailgun calls/object | peak RSS |")
+	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, r := range results {
 		rss := "-"
 		if r.peakRSSMiB > 0 {
 			rss = fmt.Sprintf("%.0f MiB", r.peakRSSMiB)
 		}
-		fmt.Printf("| %d | %s | %.2fs | %.0f | %v | %v | %.2f | %s |\n", r.n, r.who, r.converge.Seconds(),
-			float64(r.n)/r.converge.Seconds(), r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond), r.writesPerObj, rss)
+		fmt.Printf("| %d | %s | %.2fs | %.0f | %v | %v | %.2f | %.2f | %.2f | %s |\n", r.n, r.who, r.converge.Seconds(),
+			float64(r.n)/r.converge.Seconds(), r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond), r.writesPerObj,
+			r.conflictsPerObj, r.mailgunPerObj, rss)
 	}
 	fmt.Println()
-	var op result
+	var unbounded result
 	for _, r := range results {
-		if r.who == "operator" {
-			op = r
-			continue
+		switch r.who {
+		case operatorRuns[0].who:
+			// The shipped bound: after the burst, qps sends a second.
+			floor := float64(max(0, r.n-defaultBurst)) / defaultQPS
+			fmt.Printf("- N=%d: with the default flags the operator takes %.2f× the floor of --mailgun-qps (%.1fs).\n", r.n, r.converge.Seconds()/floor, floor)
+		case operatorRuns[1].who:
+			unbounded = r
+		default:
+			fmt.Printf("- N=%d: with --mailgun-qps=0 the operator takes %.2f× the time of %s to converge.\n", r.n,
+				unbounded.converge.Seconds()/r.converge.Seconds(), r.who)
 		}
-		fmt.Printf("- N=%d: the operator takes %.2f× the time of %s to converge.\n", r.n, op.converge.Seconds()/r.converge.Seconds(), r.who)
 	}
 	if rssObjects > 0 {
 		fmt.Printf("- Memory with %d cached MailgunClusters: manager %.0f MiB, bare informer %.0f MiB (%.2f×).\n",

@@ -63,8 +63,9 @@ type Proxy struct {
 	writesTo map[string]int
 
 	// Writes counts PATCH/PUT requests to MailgunClusters (metadata and
-	// status); Refused and Lost the injected failures among them.
-	Writes, Refused, Lost atomic.Int64
+	// status); Refused and Lost the injected failures among them;
+	// Conflicts those the apiserver refused with 409 Conflict.
+	Writes, Refused, Lost, Conflicts atomic.Int64
 }
 
 // Start starts a proxy in front of the apiserver of cfg.
@@ -132,7 +133,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.writesTo[writtenObject(r)]++
 	p.mu.Unlock()
 	if p.opts.FailRate == 0 {
-		p.proxy.ServeHTTP(w, r)
+		p.proxy.ServeHTTP(&conflictCounter{ResponseWriter: w, conflicts: &p.Conflicts}, r)
 		return
 	}
 	p.mu.Lock()
@@ -147,9 +148,25 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.proxy.ServeHTTP(discardWriter{header: http.Header{}}, r)
 		injectedError(w)
 	default:
-		p.proxy.ServeHTTP(w, r)
+		p.proxy.ServeHTTP(&conflictCounter{ResponseWriter: w, conflicts: &p.Conflicts}, r)
 	}
 }
+
+// conflictCounter counts the 409 Conflict answers passing through it.
+type conflictCounter struct {
+	http.ResponseWriter
+	conflicts *atomic.Int64
+}
+
+func (c *conflictCounter) WriteHeader(code int) {
+	if code == http.StatusConflict {
+		c.conflicts.Add(1)
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (c *conflictCounter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // WritesTo is how many writes reached the proxy for the MailgunCluster
 // namespace/name, metadata and status.
