@@ -56,17 +56,12 @@ import (
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/apiproxy"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/mailgunfake"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/poll"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/proc"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/testenv"
-)
-
-// The shipped --mailgun-qps and --mailgun-burst, for the floor they set.
-const (
-	defaultQPS   = 20
-	defaultBurst = 40
 )
 
 // inFlight is how many creates or patches of its own the bench has in
@@ -673,7 +668,8 @@ func report(results []result, latency, eventLag time.Duration, concurrency, runs
 		switch r.who {
 		case operatorRuns[0].who:
 			// The shipped bound: after the burst, qps sends a second.
-			floor := float64(max(0, r.n-defaultBurst)) / defaultQPS
+			o := operator.DefaultOptions()
+			floor := float64(max(0, r.n-o.MailgunBurst)) / o.MailgunQPS
 			fmt.Printf("- N=%d: with the default flags the operator takes %.2f× the floor of --mailgun-qps (%.1fs).\n", r.n, r.converge.Seconds()/floor, floor)
 		case operatorRuns[1].who:
 			unbounded = r

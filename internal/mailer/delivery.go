@@ -57,9 +57,10 @@ type Delivery struct {
 // delivery; a delivery after temporary failures is a delivery.
 var rank = map[DeliveryState]int{DeliveryPending: 0, DeliveryRetrying: 1, DeliveryRejected: 2, DeliveryFailed: 3, Delivered: 4, DeliveryComplained: 5}
 
-// Merge returns what d and next, events of one message, say together.
+// Merge returns what d and next, events of one message, say together: the
+// higher state, and of two equal ones the later.
 func (d Delivery) Merge(next Delivery) Delivery {
-	if next.State != DeliveryPending && rank[next.State] >= rank[d.State] {
+	if next.State != DeliveryPending && (rank[next.State] > rank[d.State] || rank[next.State] == rank[d.State] && !next.At.Before(d.At)) {
 		return next
 	}
 	if d.State == "" {
@@ -75,47 +76,51 @@ var deliveryEvents = strings.Join([]string{events.EventDelivered, events.EventFa
 // the most Mailgun serves per request.
 const DeliveryPageSize = 300
 
-// DeliveryEvents reads the account's delivery events (delivered, failed,
-// rejected, complained) from since on, oldest first, one page per Next:
-// one request follows the deliveries of every message of the account.
+// DeliveryEvents reads the delivery events (delivered, failed, rejected,
+// complained) of the domain's messages to the settings' recipient from
+// since on, oldest first, one page per Next: one request follows the
+// deliveries of every request email sent with the settings.
 type DeliveryEvents struct {
 	it *mailgun.EventIterator
 	c  *Client
 }
 
-// DeliveryEvents starts reading the domain's delivery events at since.
+// DeliveryEvents starts reading the delivery events at since.
 func (c *Client) DeliveryEvents(since time.Time) *DeliveryEvents {
 	it := c.mg.ListEvents(&mailgun.ListEventOptions{
 		Begin:          since,
 		ForceAscending: true,
 		Limit:          DeliveryPageSize,
-		Filter:         map[string]string{"event": deliveryEvents},
+		Filter:         map[string]string{"event": deliveryEvents, "recipient": c.settings.Recipient},
 	})
 	return &DeliveryEvents{it: it, c: c}
 }
 
 // Next reads the next page and summarises it per Message-Id (without angle
-// brackets); full says more events may follow. Polls only use the request
-// budget sends leave (limitTransport): a deferred page is an error
-// Deferred reports, after which the reader is spent.
-func (e *DeliveryEvents) Next(ctx context.Context) (outcomes map[string]Delivery, full bool, err error) {
+// brackets); last is the time of its last event, and full says more events
+// may follow. Polls only use the request budget sends leave
+// (limitTransport): a deferred page is an error Deferred reports. After an
+// error the reader is spent.
+func (e *DeliveryEvents) Next(ctx context.Context) (outcomes map[string]Delivery, last time.Time, full bool, err error) {
 	hint := &retryHint{}
 	var page []mailgun.Event
 	if !e.it.Next(withRetryHint(inBackground(ctx), hint), &page) {
 		if err := e.it.Err(); err != nil {
-			return nil, false, e.c.classify(err, hint)
+			return nil, time.Time{}, false, e.c.classify(err, hint)
 		}
-		return nil, false, nil
+		return nil, time.Time{}, false, nil
 	}
 	outcomes = map[string]Delivery{}
 	for _, ev := range page {
-		id := messageIDOf(ev)
-		if id == "" {
-			continue
+		d := summarise(ev)
+		if d.At.After(last) {
+			last = d.At
 		}
-		outcomes[id] = outcomes[id].Merge(summarise(ev))
+		if id := messageIDOf(ev); id != "" {
+			outcomes[id] = outcomes[id].Merge(d)
+		}
 	}
-	return outcomes, len(page) >= DeliveryPageSize, nil
+	return outcomes, last, len(page) >= DeliveryPageSize, nil
 }
 
 // messageIDOf is the Message-Id header of the event's message, without

@@ -361,10 +361,10 @@ func (s Settings) Account() string {
 	return hex.EncodeToString(h[:])
 }
 
-// Events identifies, without revealing the key, whose events s reads: a
-// domain of an account.
+// Events identifies, without revealing the key, whose delivery events s
+// reads: those of its recipient, on a domain of an account.
 func (s Settings) Events() string {
-	h := sha256.Sum256([]byte(s.APIBase + "\x00" + s.APIKey + "\x00" + s.Domain))
+	h := sha256.Sum256([]byte(s.APIBase + "\x00" + s.APIKey + "\x00" + s.Domain + "\x00" + s.Recipient))
 	return hex.EncodeToString(h[:])
 }
 

@@ -523,7 +523,7 @@ func TestDeliveryPollsLeaveTheBudgetToSends(t *testing.T) {
 	polled, deferred := 0, 0
 	for range 10 {
 		start := time.Now()
-		_, _, err := c.DeliveryEvents(start.Add(-time.Hour)).Next(ctx)
+		_, _, _, err := c.DeliveryEvents(start.Add(-time.Hour)).Next(ctx)
 		switch {
 		case err == nil:
 			polled++
@@ -574,7 +574,7 @@ func TestDeliveryEventsFollowEveryMessageInOneRequest(t *testing.T) {
 	fake.AddEvent("<retried@mg.example.com>", mailgunfake.Event{Name: "delivered", Message: "250 OK"})
 
 	_, before := fake.Requests()
-	outcomes, full, err := c.DeliveryEvents(since).Next(ctx)
+	outcomes, last, full, err := c.DeliveryEvents(since).Next(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -583,8 +583,8 @@ func TestDeliveryEventsFollowEveryMessageInOneRequest(t *testing.T) {
 	}
 	want := map[string]mailer.DeliveryState{"delivered@mg.example.com": mailer.Delivered, "bounced@mg.example.com": mailer.DeliveryFailed,
 		"retried@mg.example.com": mailer.Delivered}
-	if len(outcomes) != len(want) || full {
-		t.Errorf("outcomes %v (full %v), want %v and not full", outcomes, full, want)
+	if len(outcomes) != len(want) || full || last.Before(since.Add(-time.Second)) {
+		t.Errorf("outcomes %v (full %v, last event at %v), want %v, not full, the last event after %v", outcomes, full, last, want, since)
 	}
 	for id, state := range want {
 		if outcomes[id].State != state {
@@ -596,10 +596,10 @@ func TestDeliveryEventsFollowEveryMessageInOneRequest(t *testing.T) {
 		fake.AddEvent("<pending@mg.example.com>", mailgunfake.Event{Name: "failed", Severity: "temporary", Reason: "generic", Message: "421 try later", Code: 421})
 	}
 	pages := c.DeliveryEvents(since)
-	if _, full, err := pages.Next(ctx); err != nil || !full {
+	if _, _, full, err := pages.Next(ctx); err != nil || !full {
 		t.Fatalf("a page of %d events: full %v, %v; want full", mailer.DeliveryPageSize, full, err)
 	}
-	outcomes, full, err = pages.Next(ctx)
+	outcomes, _, full, err = pages.Next(ctx)
 	if err != nil || full || outcomes["pending@mg.example.com"].State != mailer.DeliveryRetrying {
 		t.Errorf("the next page: %v (full %v), %v; want the rest: pending@ retrying", outcomes, full, err)
 	}
@@ -628,5 +628,32 @@ func TestEachAccountHasItsOwnBudget(t *testing.T) {
 	}
 	if _, err := pool.Client(otherAccount).Send(ctx, request("<other@mg.other.example.com>")); err != nil {
 		t.Errorf("the other account's send after the busy one spent its budget: %v, want it sent", err)
+	}
+}
+
+// TestDeliveryMerge: of two events of one message, the higher state wins,
+// and of two equal ones the later, whatever the order they are read in.
+func TestDeliveryMerge(t *testing.T) {
+	early, late := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 1, 1, 0, 5, 0, 0, time.UTC)
+	retryEarly := mailer.Delivery{State: mailer.DeliveryRetrying, Detail: "first", At: early}
+	retryLate := mailer.Delivery{State: mailer.DeliveryRetrying, Detail: "second", At: late}
+	delivered := mailer.Delivery{State: mailer.Delivered, At: early}
+	tests := []struct {
+		name      string
+		a, b      mailer.Delivery
+		wantState mailer.DeliveryState
+		wantAt    time.Time
+	}{
+		{"nothing yet", mailer.Delivery{}, mailer.Delivery{State: mailer.DeliveryPending}, mailer.DeliveryPending, time.Time{}},
+		{"a delivery after retries", retryLate, delivered, mailer.Delivered, early},
+		{"retries read in order", retryEarly, retryLate, mailer.DeliveryRetrying, late},
+		{"retries read out of order", retryLate, retryEarly, mailer.DeliveryRetrying, late},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.a.Merge(tt.b); got.State != tt.wantState || !got.At.Equal(tt.wantAt) {
+				t.Errorf("Merge = %v, want %s at %v", got, tt.wantState, tt.wantAt)
+			}
+		})
 	}
 }

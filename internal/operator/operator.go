@@ -216,7 +216,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.MailgunBurst, "mailgun-burst", o.MailgunBurst,
 		"How many requests to Mailgun may go out at once above --mailgun-qps.")
 	fs.DurationVar(&o.DeliveryPollInterval, "delivery-poll-interval", o.DeliveryPollInterval,
-		"Interval between reads of Mailgun's delivery events, one page per Mailgun account for all the accepted emails followed; it grows with the age of the youngest of them, to at most 40 times this value.")
+		"Interval between reads of Mailgun's delivery events, one page per recipient and Mailgun domain for all the accepted emails followed; it grows with the age of the youngest without an outcome, to at most 40 times this value.")
 	fs.DurationVar(&o.DeliveryTrackingTimeout, "delivery-tracking-timeout", o.DeliveryTrackingTimeout,
 		"How long after acceptance to follow an email's delivery before giving up.")
 	fs.DurationVar(&o.CredentialsCheckInterval, "credentials-check-interval", o.CredentialsCheckInterval,
@@ -328,12 +328,13 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 	if err := m.Register(registry); err != nil {
 		return nil, err
 	}
-	// One connection pool for every Mailgun call: the reconcile workers
-	// plus the readiness check's domain lookup.
+	// One connection pool for every Mailgun call: the reconcile workers,
+	// the readiness check's domain lookup and the delivery tracker.
 	mailers := mailer.NewPool(o.MailgunTimeout, o.Concurrency+1, mailer.Limit{QPS: o.MailgunQPS, Burst: o.MailgunBurst})
 	creds := &credentials{mailers: mailers, ttl: o.CredentialsCheckInterval, log: mgr.GetLogger().WithName("mailgun-credentials")}
 	deliveries := &send.DeliveryTracker{
 		Interval: o.DeliveryPollInterval,
+		Timeout:  o.DeliveryTrackingTimeout,
 		List: func(s mailer.Settings, since time.Time) send.DeliveryPages {
 			return mailers.Client(s).DeliveryEvents(since)
 		},

@@ -53,19 +53,22 @@ var deliveryOutcomes = map[mailer.DeliveryState]struct {
 func (d *Driver[T]) trackDelivery(ctx context.Context, obj T, identity *infrav1.MailgunClusterIdentityReference, id string) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	current := conditions.Get(obj, infrav1.EmailDeliveredCondition)
+	key := client.ObjectKeyFromObject(obj)
 	if current != nil && deliveryFinal(current.Reason) {
+		// The outcome is saved: the tracker may forget the email.
+		d.Deliveries.Stop(d.Kind.Name, key)
 		return ctrl.Result{}, nil
 	}
 	if current == nil {
 		setDeliveryPending(obj, id)
 	}
 
-	key := client.ObjectKeyFromObject(obj)
 	acceptedAt := time.Now()
 	if sent := conditions.Get(obj, infrav1.EmailSentCondition); sent != nil && sent.Status == metav1.ConditionTrue && !sent.LastTransitionTime.IsZero() {
 		acceptedAt = sent.LastTransitionTime.Time
 	}
-	left := d.DeliveryTrackingTimeout - time.Since(acceptedAt)
+	age := time.Since(acceptedAt)
+	left := d.DeliveryTrackingTimeout - age
 	if left <= 0 {
 		d.Deliveries.Stop(d.Kind.Name, key)
 		conditions.Set(obj, metav1.Condition{
@@ -84,10 +87,11 @@ func (d *Driver[T]) trackDelivery(ctx context.Context, obj T, identity *infrav1.
 		}
 		if err != nil {
 			// Without settings we cannot look; the configuration watch or
-			// this retry will. The send path reports the settings in a
-			// condition.
-			log.V(1).Info("No usable settings to follow the delivery with; will try again", "error", err.Error(), "after", d.Deliveries.Interval)
-			return ctrl.Result{RequeueAfter: d.Deliveries.Interval}, nil
+			// this retry, less often as the email ages, will. The send
+			// path reports the settings in a condition.
+			after := min(max(age/4, d.Deliveries.Interval), maxPollBackoff*d.Deliveries.Interval)
+			log.V(1).Info("No usable settings to follow the delivery with; will try again", "error", err.Error(), "after", after)
+			return ctrl.Result{RequeueAfter: after}, nil
 		}
 		d.Deliveries.Follow(d.Kind.Name, key, settings, id, acceptedAt)
 		return ctrl.Result{RequeueAfter: left}, nil
@@ -100,7 +104,6 @@ func (d *Driver[T]) trackDelivery(ctx context.Context, obj T, identity *infrav1.
 		}
 		conditions.Set(obj, metav1.Condition{Type: infrav1.EmailDeliveredCondition, Status: outcome.status, Reason: outcome.reason, Message: msg})
 		d.Metrics.Deliveries.WithLabelValues(outcome.metric).Inc()
-		d.Deliveries.Stop(d.Kind.Name, key)
 		d.memory.forget(key)
 		d.Recorder.Eventf(obj, nil, outcome.eventType, outcome.reason, "TrackDelivery", "request email %s: %s", id, msg)
 		log.Info("Delivery outcome of the request email", "messageID", id, "state", dl.State, "detail", dl.Detail)

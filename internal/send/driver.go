@@ -201,9 +201,10 @@ func (d *Driver[T]) Forget(key types.NamespacedName) {
 }
 
 // Remembered is how many entries the driver keeps for objects: what it
-// remembers of them, and its writes the cache has yet to show.
+// remembers of them, its writes the cache has yet to show, and the emails
+// its delivery tracker follows.
 func (d *Driver[T]) Remembered() int {
-	return d.memory.len() + d.own.len()
+	return d.memory.len() + d.own.len() + d.Deliveries.Followed()
 }
 
 // CacheBehind reports how long to wait before reconciling obj, read from

@@ -93,7 +93,7 @@ func (s *Scope[T]) Patch(ctx context.Context) error {
 			return fmt.Errorf("patching metadata: %w", err)
 		}
 		if !deleted {
-			s.replaced = append(s.replaced, s.before.GetResourceVersion())
+			s.noteReplaced(s.before, after)
 		}
 		// Lock the status write to the version this write produced.
 		objectMeta(after).DeepCopyInto(objectMeta(s.before))
@@ -107,8 +107,17 @@ func (s *Scope[T]) Patch(ctx context.Context) error {
 	if err := s.client.Status().Update(ctx, after); err != nil {
 		return fmt.Errorf("updating status: %w", err)
 	}
-	s.replaced = append(s.replaced, s.before.GetResourceVersion())
+	s.noteReplaced(s.before, after)
 	return nil
+}
+
+// noteReplaced records that a write turned the version of before into the
+// version of after; a write that changed nothing (the same version) did not
+// replace it, and no watch event would end a wait for it.
+func (s *Scope[T]) noteReplaced(before, after T) {
+	if v := before.GetResourceVersion(); v != after.GetResourceVersion() {
+		s.replaced = append(s.replaced, v)
+	}
 }
 
 // statusUnchanged reports whether the object differs from what the
@@ -152,7 +161,7 @@ func (s *Scope[T]) patchMetadata(ctx context.Context, mutate func(T)) error {
 	if err := s.client.Patch(ctx, changed, client.MergeFromWithOptions(s.Object, client.MergeFromWithOptimisticLock{})); err != nil {
 		return err
 	}
-	s.replaced = append(s.replaced, s.Object.GetResourceVersion())
+	s.noteReplaced(s.Object, changed)
 	// changed now holds what the apiserver stored, including the persisted
 	// status; diff later changes against it.
 	s.before = deepCopy(changed)

@@ -32,30 +32,39 @@ import (
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
 )
 
-// DeliveryPages reads an account's delivery events page by page, oldest
-// first; *mailer.DeliveryEvents implements it.
+// DeliveryPages reads delivery events page by page, oldest first;
+// *mailer.DeliveryEvents implements it.
 type DeliveryPages interface {
 	// Next reads a page: the outcome per Message-Id (without angle
-	// brackets), and whether more may follow.
-	Next(ctx context.Context) (outcomes map[string]mailer.Delivery, full bool, err error)
+	// brackets), the time of its last event, and whether more may follow.
+	Next(ctx context.Context) (outcomes map[string]mailer.Delivery, last time.Time, full bool, err error)
 }
 
 // clockSkew is how much earlier than an acceptance, as our clock saw it,
 // Mailgun's clock may have stamped its events.
 const clockSkew = time.Minute
 
-// maxPollBackoff bounds the interval between listings of one account, as a
-// multiple of DeliveryTracker.Interval.
+// maxPollBackoff bounds the interval between reads of one account's events,
+// as a multiple of DeliveryTracker.Interval.
 const maxPollBackoff = 40
 
-// DeliveryTracker follows the delivery of accepted emails. Per Mailgun
-// account (settings) it reads one page of delivery events per poll,
-// whatever the number of emails followed: the cost of tracking grows with
-// time and with the account's traffic, not with the number of objects.
-// Polls come less often as the youngest email followed ages, and use only
-// the request budget sends leave (mailer's limitTransport). A reconcile
-// registers an email with Follow and reads what is known with Lookup; the
-// tracker brings the object back (Source) when news arrives.
+// maxPagesPerPoll bounds the pages one poll reads while they come full: a
+// quiet account costs one request per poll, a busy one catches up.
+const maxPagesPerPoll = 5
+
+// DeliveryTracker follows the delivery of accepted emails. For each
+// recipient on a Mailgun domain (mailer.Settings.Events) it sweeps the
+// delivery events from the oldest acceptance without an outcome, one page
+// per poll, up to maxPagesPerPoll while pages come full, whatever the
+// number of emails followed: the cost of tracking grows with time and with
+// the traffic to the recipient, not with the number of objects. A sweep
+// interrupted by a failed read resumes where it was; a finished one starts
+// over at the next poll, because events lag. Polls come less often as the
+// youngest email followed ages, and use only the request budget sends
+// leave (mailer's limitTransport). A reconcile registers an email with
+// Follow and reads what is known with Lookup; the tracker brings the
+// object back (Source) when news arrives, and forgets emails older than
+// Timeout by itself.
 //
 // It runs on the leader only, as the reconcilers do.
 type DeliveryTracker struct {
@@ -63,6 +72,8 @@ type DeliveryTracker struct {
 	// email is fresh; it grows with that email's age, to a quarter of it,
 	// up to maxPollBackoff times Interval.
 	Interval time.Duration
+	// Timeout is how long after its acceptance an email is followed.
+	Timeout time.Duration
 	// List starts reading the delivery events of the account s from since.
 	List func(s mailer.Settings, since time.Time) DeliveryPages
 	Log  logr.Logger
@@ -82,8 +93,11 @@ type account struct {
 	settings mailer.Settings
 	pending  map[string]*followed
 	// pages continues a sweep whose last page was full; nil starts the
-	// next sweep at the oldest pending acceptance.
+	// next sweep at resume, or at the oldest acceptance without an outcome.
 	pages DeliveryPages
+	// resume is the time of the last event a sweep cut short by a failed
+	// read had reached.
+	resume time.Time
 	// last is when the last read started, next when the next one is due.
 	last, next time.Time
 }
@@ -204,42 +218,62 @@ func (t *DeliveryTracker) pollDue(ctx context.Context, now time.Time) {
 	}
 }
 
-// due returns the accounts to poll at now and schedules their next poll.
+// due returns the accounts to poll at now and schedules their next poll;
+// it forgets the emails followed for longer than Timeout.
 func (t *DeliveryTracker) due(now time.Time) []*account {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var out []*account
-	for _, a := range t.accounts {
-		if now.Before(a.next) {
-			continue
-		}
+	for fp, a := range t.accounts {
 		youngest := time.Duration(1<<63 - 1)
-		oldest := now
-		for _, f := range a.pending {
+		var oldest time.Time
+		for id, f := range a.pending {
+			if t.Timeout > 0 && now.Sub(f.acceptedAt) > t.Timeout {
+				// Its object's reconcile says so in its condition.
+				t.stop(id)
+				continue
+			}
+			if _, final := deliveryOutcomes[f.delivery.State]; final {
+				continue
+			}
 			youngest = min(youngest, now.Sub(f.acceptedAt))
-			if f.acceptedAt.Before(oldest) {
+			if oldest.IsZero() || f.acceptedAt.Before(oldest) {
 				oldest = f.acceptedAt
 			}
+		}
+		if oldest.IsZero() || now.Before(a.next) || t.accounts[fp] == nil {
+			continue
 		}
 		a.last = now
 		a.next = now.Add(min(max(youngest/4, t.Interval), maxPollBackoff*t.Interval))
 		if a.pages == nil {
-			a.pages = t.List(a.settings, oldest.Add(-clockSkew))
+			since := oldest.Add(-clockSkew)
+			if r := a.resume.Add(-clockSkew); r.After(since) {
+				since = r
+			}
+			a.pages = t.List(a.settings, since)
 		}
 		out = append(out, a)
 	}
 	return out
 }
 
+// poll reads a's next pages, up to maxPagesPerPoll while they come full,
+// and brings back the objects whose email's delivery changed.
 func (t *DeliveryTracker) poll(ctx context.Context, a *account) {
 	t.mu.Lock()
 	pages := a.pages
 	t.mu.Unlock()
-	outcomes, full, err := pages.Next(ctx)
-	for _, n := range t.record(a, pages, outcomes, full, err) {
-		select {
-		case n.ch <- event.GenericEvent{Object: n.obj}:
-		case <-ctx.Done():
+	for range maxPagesPerPoll {
+		outcomes, last, full, err := pages.Next(ctx)
+		for _, n := range t.record(a, outcomes, last, full, err) {
+			select {
+			case n.ch <- event.GenericEvent{Object: n.obj}:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if !full || err != nil {
 			return
 		}
 	}
@@ -251,16 +285,21 @@ type notification struct {
 }
 
 // record applies what a page of a's events said, and returns whom to tell.
-func (t *DeliveryTracker) record(a *account, pages DeliveryPages, outcomes map[string]mailer.Delivery, full bool, err error) []notification {
+func (t *DeliveryTracker) record(a *account, outcomes map[string]mailer.Delivery, last time.Time, full bool, err error) []notification {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if full && err == nil {
-		// The sweep goes on where this page ended.
-		a.pages = pages
-	} else {
-		// The next sweep starts over at the oldest pending acceptance:
-		// events lag, and some may have shown behind this one.
+	switch {
+	case err != nil:
+		// The reader is spent; the next poll resumes where it was.
 		a.pages = nil
+	case full:
+		// The sweep goes on where this page ended.
+		a.resume = last
+	default:
+		// The sweep is done. The next starts over at the oldest
+		// acceptance without an outcome: events lag, and some may have
+		// shown behind this one.
+		a.pages, a.resume = nil, time.Time{}
 	}
 	switch {
 	case mailer.Deferred(err):

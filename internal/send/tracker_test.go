@@ -18,7 +18,9 @@ package send
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -28,45 +30,56 @@ import (
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
 )
 
+// page is one scripted answer of scriptedPages.
+type page struct {
+	outcomes map[string]mailer.Delivery
+	last     time.Time
+	full     bool
+	err      error
+}
+
 // scriptedPages answers Next with its pages in turn, then empty ones.
 type scriptedPages struct {
-	pages []map[string]mailer.Delivery
+	pages []page
 	reads *int
 }
 
-func (p *scriptedPages) Next(context.Context) (map[string]mailer.Delivery, bool, error) {
+func (p *scriptedPages) Next(context.Context) (map[string]mailer.Delivery, time.Time, bool, error) {
 	*p.reads++
 	if len(p.pages) == 0 {
-		return nil, false, nil
+		return nil, time.Time{}, false, nil
 	}
-	page := p.pages[0]
+	next := p.pages[0]
 	p.pages = p.pages[1:]
-	return page, len(p.pages) > 0, nil
+	return next.outcomes, next.last, next.full, next.err
 }
 
 // TestDeliveryTrackingReadsOnePagePerAccount: however many emails are
-// followed, a poll reads one page of events per Mailgun account, starting
-// at the oldest pending acceptance; a full page is continued at the next
-// poll instead of starting over; news brings back exactly the objects it
-// is about; polls slow down as the youngest email ages, and stop when
-// nothing is followed.
+// followed, a poll reads one page of events per recipient and domain,
+// starting at the oldest acceptance without an outcome, and more pages
+// (a bounded number) only while they come full; a sweep cut short by a
+// failed read resumes where it was; news brings back exactly the objects
+// it is about; polls slow down as the youngest email ages, stop when
+// nothing without an outcome is followed, and emails are forgotten after
+// the timeout.
 func TestDeliveryTrackingReadsOnePagePerAccount(t *testing.T) {
 	const kind = "MailgunCluster"
 	start := time.Now()
-	accountA := mailer.Settings{Domain: "a.example.com", APIKey: "key-a", APIBase: "https://api.mailgun.net/v3"}
-	accountB := mailer.Settings{Domain: "b.example.com", APIKey: "key-b", APIBase: "https://api.mailgun.net/v3"}
+	accountA := mailer.Settings{Domain: "a.example.com", APIKey: "key-a", Recipient: "ops@example.com", APIBase: "https://api.mailgun.net/v3"}
+	accountB := mailer.Settings{Domain: "b.example.com", APIKey: "key-b", Recipient: "ops@example.com", APIBase: "https://api.mailgun.net/v3"}
 	reads := 0
 	var lists []string
-	scripts := map[string][]map[string]mailer.Delivery{
-		// Two pages: the sweep of A is continued, not restarted.
+	scripts := map[string][]page{
+		// A full page, then the rest: read in one poll.
 		accountA.Domain: {
-			{"a-1@x": {State: mailer.Delivered, At: start}, "unknown@x": {State: mailer.Delivered, At: start}},
-			{"a-2@x": {State: mailer.DeliveryFailed, Detail: "550", At: start}},
+			{outcomes: map[string]mailer.Delivery{"a-1@x": {State: mailer.Delivered, At: start}, "unknown@x": {State: mailer.Delivered, At: start}}, last: start, full: true},
+			{outcomes: map[string]mailer.Delivery{"a-2@x": {State: mailer.DeliveryFailed, Detail: "550", At: start}}, last: start},
 		},
-		accountB.Domain: {{"b-0@x": {State: mailer.DeliveryRetrying, Detail: "421", At: start}}},
+		accountB.Domain: {{outcomes: map[string]mailer.Delivery{"b-0@x": {State: mailer.DeliveryRetrying, Detail: "421", At: start}}, last: start}},
 	}
 	tr := &DeliveryTracker{
 		Interval: 15 * time.Second,
+		Timeout:  12 * time.Hour,
 		Log:      logr.Discard(),
 		List: func(s mailer.Settings, since time.Time) DeliveryPages {
 			lists = append(lists, fmt.Sprintf("%s since %s", s.Domain, since.Format(time.RFC3339)))
@@ -87,19 +100,19 @@ func TestDeliveryTrackingReadsOnePagePerAccount(t *testing.T) {
 
 	ctx := context.Background()
 	tr.pollDue(ctx, start)
-	if reads != 2 || len(lists) != 2 {
-		t.Fatalf("one poll of 502 emails in 2 accounts read %d pages in %d listings, want 2 and 2", reads, len(lists))
+	if reads != 3 || len(lists) != 2 {
+		t.Fatalf("one poll of 502 emails in 2 accounts read %d pages in %d sweeps, want 3 (a full page and the next for a, one for b) in 2", reads, len(lists))
 	}
 	wantSince := oldest.Add(-clockSkew).Format(time.RFC3339)
-	if lists[0] != "a.example.com since "+wantSince && lists[1] != "a.example.com since "+wantSince {
-		t.Errorf("listings %v, want account a's to start at %s", lists, wantSince)
+	if !slices.Contains(lists, "a.example.com since "+wantSince) {
+		t.Errorf("sweeps %v, want account a's to start at %s", lists, wantSince)
 	}
 	got := map[string]bool{}
 	for len(news) > 0 {
 		got[(<-news).Object.GetName()] = true
 	}
-	if len(got) != 2 || !got["a-1"] || !got["b-0"] {
-		t.Errorf("news brought back %v, want a-1 and b-0", got)
+	if len(got) != 3 || !got["a-1"] || !got["a-2"] || !got["b-0"] {
+		t.Errorf("news brought back %v, want a-1, a-2 and b-0", got)
 	}
 	if d, ok := tr.Lookup("<a-1@x>"); !ok || d.State != mailer.Delivered {
 		t.Errorf("Lookup(a-1) = %v, %v; want Delivered", d, ok)
@@ -111,27 +124,42 @@ func TestDeliveryTrackingReadsOnePagePerAccount(t *testing.T) {
 	// Not due yet, even for an email accepted since.
 	tr.Follow(kind, key("b-2"), accountB, "<b-2@x>", start.Add(time.Second))
 	tr.pollDue(ctx, start.Add(time.Second))
-	if reads != 2 {
-		t.Errorf("a poll before the interval read %d pages, want none", reads-2)
-	}
-	// Due: A continues its sweep with the page after the full one; B
-	// starts over at its oldest pending acceptance.
-	tr.pollDue(ctx, start.Add(15*time.Second))
-	if reads != 4 || len(lists) != 3 {
-		t.Errorf("the second poll read %d pages in %d new listings, want 2 in 1 (account b's)", reads-2, len(lists)-2)
-	}
-	if d, _ := tr.Lookup("<a-2@x>"); d.State != mailer.DeliveryFailed {
-		t.Errorf("Lookup(a-2) = %v; want Failed, from the continued sweep", d)
+	if reads != 3 {
+		t.Errorf("a poll before the interval read %d pages, want none", reads-3)
 	}
 
-	// The youngest email followed is half an hour old: polls come every
-	// quarter of its age.
+	// Account a's next sweep starts at its oldest email without an
+	// outcome (a-0; a-1 and a-2 have theirs), and fails after a full page:
+	// the sweep after it resumes at that page's last event.
+	resumeAt := start.Add(10 * time.Second)
+	scripts[accountA.Domain] = []page{{last: resumeAt, full: true}, {err: errors.New("connection reset")}}
+	lists = nil
+	tr.pollDue(ctx, start.Add(15*time.Second))
+	tr.pollDue(ctx, start.Add(time.Minute))
+	wantResume := "a.example.com since " + resumeAt.Add(-clockSkew).Format(time.RFC3339)
+	if !slices.Contains(lists, wantResume) || !slices.Contains(lists, "a.example.com since "+wantSince) {
+		t.Errorf("sweeps %v, want a's to start at %s, and after the failed read to resume at %s", lists, wantSince, wantResume)
+	}
+
+	// Emails with an outcome are not swept for: nothing else followed in
+	// account a means no read for it.
+	for i := range 500 {
+		if i != 1 {
+			tr.Stop(kind, key(fmt.Sprintf("a-%d", i)))
+		}
+	}
 	for _, name := range []string{"b-0", "b-1", "b-2"} {
 		tr.Stop(kind, key(name))
 	}
-	for i := range 500 {
-		tr.Stop(kind, key(fmt.Sprintf("a-%d", i)))
+	reads = 0
+	tr.pollDue(ctx, start.Add(time.Hour))
+	if reads != 0 {
+		t.Errorf("%d pages read for an account whose only email has its outcome, want none", reads)
 	}
+	tr.Stop(kind, key("a-1"))
+
+	// The youngest email followed is half an hour old: polls come every
+	// quarter of its age.
 	tr.Follow(kind, key("old"), accountA, "<old@x>", start.Add(-30*time.Minute))
 	reads = 0
 	for _, at := range []time.Duration{time.Minute, 8 * time.Minute, 9 * time.Minute} {
@@ -140,13 +168,10 @@ func TestDeliveryTrackingReadsOnePagePerAccount(t *testing.T) {
 	if reads != 2 {
 		t.Errorf("%d pages read in 8 minutes for an email half an hour old, want 2 (every quarter of its age)", reads)
 	}
-	tr.Stop(kind, key("old"))
-	if tr.Followed() != 0 {
-		t.Fatalf("%d emails followed after all were stopped", tr.Followed())
-	}
+	// Past the timeout, the tracker forgets it by itself.
 	reads = 0
-	tr.pollDue(ctx, start.Add(24*time.Hour))
-	if reads != 0 {
-		t.Errorf("%d pages read with nothing followed, want none", reads)
+	tr.pollDue(ctx, start.Add(13*time.Hour))
+	if tr.Followed() != 0 || reads != 0 {
+		t.Errorf("%d emails followed and %d pages read past the timeout, want none", tr.Followed(), reads)
 	}
 }

@@ -613,7 +613,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 			names[strings.TrimSpace(n)] = true
 		}
 	}
-	matching := s.eventsSince(strings.Trim(q.Get("message-id"), "<>"), begin, names)
+	matching := s.eventsSince(strings.Trim(q.Get("message-id"), "<>"), q.Get("recipient"), begin, names)
 	page := matching[min(offset, len(matching)):min(offset+limit, len(matching))]
 	items := make([]any, 0, len(page))
 	for _, e := range page {
@@ -641,9 +641,9 @@ type timedEvent struct {
 }
 
 // eventsSince returns the visible events (older than the event lag) from
-// begin on, oldest first: of the message wantID only if set, and with one
-// of names only if set.
-func (s *Server) eventsSince(wantID string, begin time.Time, names map[string]bool) []timedEvent {
+// begin on, oldest first: of the message wantID only if set, to recipient
+// only if set, and with one of names only if set.
+func (s *Server) eventsSince(wantID, recipient string, begin time.Time, names map[string]bool) []timedEvent {
 	s.mu.Lock()
 	visible := time.Now().Add(-s.eventLag)
 	autoDeliver := s.autoDeliver
@@ -665,6 +665,9 @@ func (s *Server) eventsSince(wantID string, begin time.Time, names map[string]bo
 			continue
 		}
 		for _, to := range m.To {
+			if recipient != "" && to != recipient {
+				continue
+			}
 			add(m.Accepted, "accepted", func() map[string]any { return s.event("accepted", m, id, to, m.Accepted, nil) })
 			if autoDeliver {
 				at := m.Accepted.Add(time.Millisecond)
