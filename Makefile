@@ -180,8 +180,8 @@ bundle-sdk: manifests $(KUSTOMIZE) ## Generate the bundle with the operator-sdk 
 	$(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework
 
 .PHONY: bundle-validate
-bundle-validate: ## Validate the bundle like `operator-sdk bundle validate` and the scorecard's basic/olm suites, offline.
-	go test ./hack/packaging/bundle/ -count=1 -v -run 'UpToDate|Validation|Scorecard|CSVContent|Placeholders|Dockerfile|OperatorHub|OpenShift'
+bundle-validate: ## Validate the bundle like `operator-sdk bundle validate` and the scorecard's basic/olm suites, offline: every bundle test but the one that starts a control plane (the image build is skipped without buildah).
+	go test ./hack/packaging/bundle/ -short -count=1 -v
 
 .PHONY: scorecard
 scorecard: ## Run the scorecard against a cluster (needs the operator-sdk CLI).
