@@ -23,6 +23,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -53,17 +54,20 @@ func clusterAPIServed(mapper meta.RESTMapper) (bool, error) {
 
 // clusterAPIWaiter runs while Cluster API is not installed: it looks for the
 // Cluster kind in discovery, at once, then after firstInterval and less
-// often up to every maxInterval (one discovery request each), and once it is served,
-// starts the Cluster watch and wakes every MailgunCluster, which until then
-// say WaitingForClusterAPI. The operator is Ready meanwhile: it is healthy,
+// often up to every maxInterval (one discovery request each), and once it is
+// served, starts the controller's watches of Cluster API's kinds and wakes
+// every object of the controller's kind, which until then say
+// WaitingForClusterAPI. The operator is Ready meanwhile: it is healthy,
 // Cluster API is just not there yet.
 type clusterAPIWaiter struct {
 	log logr.Logger
+	// kind is the controller's kind, for the log.
+	kind string
 	// lookupErr is why discovery could not tell at start, if it could not.
 	lookupErr     error
 	mapper        meta.RESTMapper
 	controller    controller.Controller
-	clusters      source.Source
+	sources       []source.Source
 	wake          chan<- event.GenericEvent
 	served        func()
 	firstInterval time.Duration
@@ -75,11 +79,11 @@ type clusterAPIWaiter struct {
 func (w *clusterAPIWaiter) Start(ctx context.Context) error {
 	log := w.log
 	if w.lookupErr != nil {
-		log.Info("Could not tell whether Cluster API is installed; MailgunClusters wait until discovery answers (condition reason "+
+		log.Info("Could not tell whether Cluster API is installed; "+w.kind+"s wait until discovery answers (condition reason "+
 			infrav1.WaitingForClusterAPIReason+")", "reason", w.lookupErr.Error())
 	} else {
 		log.Info("Cluster API is not installed: the apiserver does not serve " + clusterv1.GroupVersion.WithKind("Cluster").String() +
-			"; MailgunClusters wait for it (condition reason " + infrav1.WaitingForClusterAPIReason + ")")
+			"; " + w.kind + "s wait for it (condition reason " + infrav1.WaitingForClusterAPIReason + ")")
 	}
 	var watchErr error
 	backoff.Until(ctx, w.firstInterval, w.maxInterval, func(time.Duration) bool {
@@ -90,14 +94,16 @@ func (w *clusterAPIWaiter) Start(ctx context.Context) error {
 		if !served {
 			return false
 		}
-		log.Info("Cluster API is installed; watching Clusters")
-		if err := w.controller.Watch(w.clusters); err != nil {
-			watchErr = fmt.Errorf("watching Cluster API's Clusters: %w", err)
-			return true
+		log.Info("Cluster API is installed; watching its kinds")
+		for _, src := range w.sources {
+			if err := w.controller.Watch(src); err != nil {
+				watchErr = fmt.Errorf("watching Cluster API's kinds: %w", err)
+				return true
+			}
 		}
 		w.served()
 		select {
-		case w.wake <- event.GenericEvent{Object: &infrav1.MailgunCluster{}}:
+		case w.wake <- event.GenericEvent{Object: &metav1.PartialObjectMetadata{}}:
 		default:
 		}
 		return true

@@ -114,10 +114,10 @@ func TestInstalledBeforeClusterAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReason("first", infrav1.EmailAcceptedReason)
-	if n := len(fake.MessagesWithVariable(mailer.VarObject, ns+"/first")); n != 1 {
+	if n := len(fake.MessagesWithVariable(mailer.VarCluster, ns+"/first")); n != 1 {
 		t.Errorf("%d emails, want 1", n)
 	}
-	if n := len(fake.MessagesWithVariable(mailer.VarObject, ns+"/owned")); n != 0 {
+	if n := len(fake.MessagesWithVariable(mailer.VarCluster, ns+"/owned")); n != 0 {
 		t.Errorf("%d emails for the MailgunCluster whose owner does not exist, want 0", n)
 	}
 	for _, line := range logs.ErrorLines() {

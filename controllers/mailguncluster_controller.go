@@ -90,16 +90,6 @@ var mailgunClusterKind = send.Kind[*infrav1.MailgunCluster]{
 	Name:            "MailgunCluster",
 	MessageIDPrefix: "mailguncluster",
 	Finalizer:       infrav1.ClusterFinalizer,
-	Email: func(mc *infrav1.MailgunCluster, messageID string) mailer.Request {
-		return mailer.Request{
-			MessageID: messageID,
-			Priority:  string(mc.Spec.Priority),
-			Body:      mc.Spec.Request,
-			Requester: mc.Spec.Requester,
-			Object:    types.NamespacedName{Namespace: mc.Namespace, Name: mc.Name}.String(),
-			UID:       string(mc.UID),
-		}
-	},
 	StatusMessageID: func(mc *infrav1.MailgunCluster) *string { return &mc.Status.MessageID },
 	SetProvisioned: func(mc *infrav1.MailgunCluster, provisioned bool) {
 		mc.Status.Initialization.Provisioned = nil
@@ -216,7 +206,18 @@ func (r *MailgunClusterReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 // reconcileNormal sends the request email once, with the settings of the
 // MailgunCluster's identity, and follows its delivery.
 func (r *MailgunClusterReconciler) reconcileNormal(ctx context.Context, s *send.Scope[*infrav1.MailgunCluster]) (ctrl.Result, error) {
-	return r.EnsureSent(ctx, s, s.Object.Spec.IdentityRef)
+	return r.EnsureSent(ctx, s, s.Object.Spec.IdentityRef, clusterEmail(s.Object))
+}
+
+// clusterEmail is the request email of mc.
+func clusterEmail(mc *infrav1.MailgunCluster) send.Email {
+	return mailer.ClusterEmail{
+		Priority:  string(mc.Spec.Priority),
+		Request:   mc.Spec.Request,
+		Requester: mc.Spec.Requester,
+		Object:    types.NamespacedName{Namespace: mc.Namespace, Name: mc.Name}.String(),
+		UID:       string(mc.UID),
+	}.Email
 }
 
 // notOurCluster says why the MailgunCluster must not send yet: Cluster API
@@ -317,10 +318,11 @@ func (r *MailgunClusterReconciler) SetupWithManager(ctx context.Context, mgr ctr
 	}
 	return mgr.Add(&clusterAPIWaiter{
 		log:           mgr.GetLogger().WithName("cluster-api-waiter"),
+		kind:          r.Kind.Name,
 		lookupErr:     lookupErr,
 		mapper:        mgr.GetRESTMapper(),
 		controller:    c,
-		clusters:      clusters,
+		sources:       []source.Source{clusters},
 		wake:          wake,
 		served:        func() { r.clusterAPI.Store(true) },
 		firstInterval: time.Second,
@@ -412,23 +414,23 @@ func ownerClusterName(mc *infrav1.MailgunCluster) string {
 }
 
 // setPausedCondition sets the Paused condition and reports whether
-// reconciliation is paused, through the owner Cluster's spec.paused or the
-// cluster.x-k8s.io/paused annotation on the MailgunCluster.
-func setPausedCondition(mc *infrav1.MailgunCluster, cluster *clusterv1.Cluster) bool {
-	if msg := pausedBy(mc, cluster); msg != "" {
-		conditions.Set(mc, metav1.Condition{Type: infrav1.PausedCondition, Status: metav1.ConditionTrue, Reason: infrav1.PausedReason, Message: msg})
+// reconciliation is paused, through the Cluster's spec.paused or the
+// cluster.x-k8s.io/paused annotation on obj.
+func setPausedCondition(obj send.Object, cluster *clusterv1.Cluster) bool {
+	if msg := pausedBy(obj, cluster); msg != "" {
+		conditions.Set(obj, metav1.Condition{Type: infrav1.PausedCondition, Status: metav1.ConditionTrue, Reason: infrav1.PausedReason, Message: msg})
 		return true
 	}
-	conditions.Set(mc, metav1.Condition{Type: infrav1.PausedCondition, Status: metav1.ConditionFalse, Reason: infrav1.NotPausedReason})
+	conditions.Set(obj, metav1.Condition{Type: infrav1.PausedCondition, Status: metav1.ConditionFalse, Reason: infrav1.NotPausedReason})
 	return false
 }
 
-// pausedBy says what pauses mc (its annotation, or its Cluster's
+// pausedBy says what pauses obj (its annotation, or its Cluster's
 // spec.paused; cluster may be nil), "" if nothing does.
-func pausedBy(mc *infrav1.MailgunCluster, cluster *clusterv1.Cluster) string {
+func pausedBy(obj client.Object, cluster *clusterv1.Cluster) string {
 	switch {
-	case annotations.HasPaused(mc):
-		return fmt.Sprintf("the MailgunCluster has the %s annotation", clusterv1.PausedAnnotation)
+	case annotations.HasPaused(obj):
+		return fmt.Sprintf("the object has the %s annotation", clusterv1.PausedAnnotation)
 	case cluster != nil && ptr.Deref(cluster.Spec.Paused, false):
 		return fmt.Sprintf("Cluster %s is paused (spec.paused)", cluster.Name)
 	}

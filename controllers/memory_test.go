@@ -104,7 +104,7 @@ func remember(t *testing.T, r *MailgunClusterReconciler, mc *infrav1.MailgunClus
 		infrav1.AcceptedMessageIDAnnotation: "<1.A@mg.example.com>",
 		infrav1.ResendRequestAnnotation:     " ",
 	}
-	if _, err := r.EnsureSent(context.Background(), send.NewScope(obj, r.Client), nil); err != nil {
+	if _, err := r.EnsureSent(context.Background(), send.NewScope(obj, r.Client), nil, clusterEmail(obj)); err != nil {
 		t.Fatalf("remembering %s: %v", mc.Name, err)
 	}
 }

@@ -73,7 +73,7 @@ func TestPauseAfterTheClaimWithholdsTheSend(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := send.NewScope(stale, c)
-	res, err := r.EnsureSent(ctx, s, nil)
+	res, err := r.EnsureSent(ctx, s, nil, clusterEmail(s.Object))
 	if _, err2 := r.Finish(ctx, s, res, err); err2 != nil {
 		t.Fatal(err2)
 	}
@@ -129,7 +129,7 @@ func TestClusterGoneAfterTheClaimWithholdsTheSend(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := send.NewScope(stale, c)
-	res, err := r.EnsureSent(ctx, s, nil)
+	res, err := r.EnsureSent(ctx, s, nil, clusterEmail(s.Object))
 	if _, err := r.Finish(ctx, s, res, err); err != nil {
 		t.Fatal(err)
 	}

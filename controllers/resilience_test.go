@@ -415,10 +415,10 @@ func TestStaleClaimIsNotSent(t *testing.T) {
 	h := newHarness(t)
 	successor := mailer.New(mailer.Settings{Domain: testDomain, APIKey: testAPIKey, Recipient: testRecipient, APIBase: h.fake.APIBase()}, time.Second)
 	tc := &takeoverClient{takeover: func(ctx context.Context, mc *infrav1.MailgunCluster) {
-		if _, err := successor.Send(ctx, mailer.Request{
-			MessageID: mc.Annotations[infrav1.MessageIDAnnotation], Priority: string(mc.Spec.Priority),
-			Body: mc.Spec.Request, Requester: mc.Spec.Requester, Object: h.ns + "/" + mc.Name, UID: string(mc.UID),
-		}); err != nil {
+		if _, err := successor.Send(ctx, mailer.ClusterEmail{
+			Priority: string(mc.Spec.Priority), Request: mc.Spec.Request, Requester: mc.Spec.Requester,
+			Object: h.ns + "/" + mc.Name, UID: string(mc.UID),
+		}.Email(mc.Annotations[infrav1.MessageIDAnnotation])); err != nil {
 			t.Errorf("the successor's send: %v", err)
 		}
 		live := h.get(mc.Name)

@@ -289,7 +289,7 @@ func (h *harness) noErrorLogged() {
 // emailsFor returns the accepted emails for a MailgunCluster, found by the
 // object variable every request carries.
 func (h *harness) emailsFor(name string) []mailgunfake.Message {
-	return h.fake.MessagesWithVariable(mailer.VarObject, h.ns+"/"+name)
+	return h.fake.MessagesWithVariable(mailer.VarCluster, h.ns+"/"+name)
 }
 
 // consistently checks cond holds every 100ms for d.

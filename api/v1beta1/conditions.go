@@ -134,8 +134,41 @@ const (
 	// would inject mail headers); nothing is sent until it is removed.
 	InvalidAnnotationReason = "InvalidAnnotation"
 
-	// DeletingReason: the MailgunCluster is being deleted.
+	// DeletingReason: the MailgunCluster or MailgunMachine is being deleted.
 	DeletingReason = "Deleting"
+)
+
+// Reasons for a MailgunMachine's EmailSent (and mirrored Ready) condition
+// while it waits for what Cluster API provides before a machine can be
+// requested. Each is documented, with its fix, in docs/operations.md.
+const (
+	// WaitingForMachineReason: no Machine owns the MailgunMachine yet, or
+	// the owner Machine does not exist.
+	WaitingForMachineReason = "WaitingForMachine"
+
+	// NotMachineInfrastructureReason: the owner Machine's
+	// spec.infrastructureRef names another object, so this MailgunMachine
+	// is not its infrastructure and sends nothing.
+	NotMachineInfrastructureReason = "NotMachineInfrastructure"
+
+	// WaitingForClusterInfrastructureReason: the Cluster's infrastructure
+	// (its MailgunCluster's email) is not provisioned yet.
+	WaitingForClusterInfrastructureReason = "WaitingForClusterInfrastructure"
+
+	// WaitingForControlPlaneInitializedReason: a worker Machine waits for
+	// its cluster's control plane to be initialized before the bootstrap
+	// provider writes its bootstrap data.
+	WaitingForControlPlaneInitializedReason = "WaitingForControlPlaneInitialized"
+
+	// WaitingForBootstrapDataReason: the Machine has no
+	// spec.bootstrap.dataSecretName yet.
+	WaitingForBootstrapDataReason = "WaitingForBootstrapData"
+
+	// ProviderIDCopiedReason: the MailgunMachine was created with a
+	// spec.providerID but without a send record of its own: it is a copy
+	// of another MailgunMachine, whose machine that provider ID names.
+	// Nothing is sent for it.
+	ProviderIDCopiedReason = "ProviderIDCopied"
 )
 
 // Reasons for the Paused condition.

@@ -358,8 +358,8 @@ func bareOne(ctx context.Context, c client.Client, m *mailer.Client, b bareClien
 			return fmt.Errorf("claim: %w", err)
 		}
 	}
-	id, err := m.Send(ctx, mailer.Request{MessageID: messageID, Priority: string(mc.Spec.Priority),
-		Body: mc.Spec.Request, Requester: mc.Spec.Requester, Object: mc.Namespace + "/" + mc.Name, UID: string(mc.UID)})
+	id, err := m.Send(ctx, mailer.ClusterEmail{Priority: string(mc.Spec.Priority),
+		Request: mc.Spec.Request, Requester: mc.Spec.Requester, Object: mc.Namespace + "/" + mc.Name, UID: string(mc.UID)}.Email(messageID))
 	if err != nil {
 		return fmt.Errorf("send: %w", err)
 	}

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package mailer sends the cluster request email through Mailgun and answers
+// Package mailer sends request emails through Mailgun and answers
 // whether Mailgun already accepted a given message. It turns Mailgun's
 // answers into a small set of error classes the controller can act on.
 package mailer
@@ -52,32 +52,23 @@ type Settings struct {
 	Sender string
 }
 
-// Request is one cluster request email.
+// Request is one request email (see ClusterEmail and MachineEmail).
 type Request struct {
 	// MessageID is the Message-Id header, including the angle brackets. The
 	// caller chooses it so it can later look the message up.
 	MessageID string
-	// Priority goes into the subject.
-	Priority string
-	// Body is the requester's free text.
-	Body string
+	// Subject is the subject line.
+	Subject string
+	// Text is the plain-text body.
+	Text string
 	// Requester becomes the Reply-To when it is an email address.
 	Requester string
-	// Object is the namespace/name of the MailgunCluster, sent as a Mailgun
-	// user variable so the message can be found in Mailgun's logs.
+	// Var names the Mailgun user variables that identify the requesting
+	// object, so that the message can be found in Mailgun's logs: v:<Var>
+	// holds its namespace/name (Object), v:<Var>-uid its UID.
+	Var    string
 	Object string
-	// UID is the MailgunCluster's UID, also sent as a user variable.
-	UID string
-}
-
-// Subject is the subject line of a request email.
-func Subject(priority string) string {
-	return fmt.Sprintf("[%s] New Cluster requested", priority)
-}
-
-// Body is the text of a request email.
-func Body(request string) string {
-	return fmt.Sprintf("Hello! One cluster please.\n\n%s\n", request)
+	UID    string
 }
 
 // Sender is the From address of request emails on the given domain.
@@ -85,28 +76,21 @@ func Sender(domain string) string {
 	return fmt.Sprintf("Cluster API Mailgun Provider <cluster-api@%s>", domain)
 }
 
-// Mailgun user variables (sent as "v:<name>") attached to every request.
-const (
-	VarObject = "mailguncluster"
-	VarUID    = "mailguncluster-uid"
-)
-
 // NewMessage builds the Mailgun message for a request.
 func NewMessage(s Settings, r Request) (*mailgun.Message, error) {
 	from := s.Sender
 	if from == "" {
 		from = Sender(s.Domain)
 	}
-	msg := mailgun.NewMessage(from, Subject(r.Priority), Body(r.Body), s.Recipient)
+	msg := mailgun.NewMessage(from, r.Subject, r.Text, s.Recipient)
 	msg.AddHeader("Message-Id", r.MessageID)
 	if IsEmailAddress(r.Requester) {
 		msg.SetReplyTo(r.Requester)
 	}
-	if err := msg.AddVariable(VarObject, r.Object); err != nil {
-		return nil, fmt.Errorf("adding variable %s: %w", VarObject, err)
-	}
-	if err := msg.AddVariable(VarUID, r.UID); err != nil {
-		return nil, fmt.Errorf("adding variable %s: %w", VarUID, err)
+	for _, v := range [][2]string{{r.Var, r.Object}, {r.Var + "-uid", r.UID}} {
+		if err := msg.AddVariable(v[0], v[1]); err != nil {
+			return nil, fmt.Errorf("adding variable %s: %w", v[0], err)
+		}
 	}
 	return msg, nil
 }

@@ -48,14 +48,13 @@ func newClient(t *testing.T, fake *mailgunfake.Server, key string) *mailer.Clien
 }
 
 func request(id string) mailer.Request {
-	return mailer.Request{
-		MessageID: id,
+	return mailer.ClusterEmail{
 		Priority:  "Urgent",
-		Body:      "3 nodes, GPU please",
+		Request:   "3 nodes, GPU please",
 		Requester: "alice@example.com",
 		Object:    "default/demo",
 		UID:       "1234",
-	}
+	}.Email(id)
 }
 
 func TestSendRecordsEveryField(t *testing.T) {
@@ -81,8 +80,8 @@ func TestSendRecordsEveryField(t *testing.T) {
 		{"text", m.Text, "Hello! One cluster please.\n\n3 nodes, GPU please\n"},
 		{"reply-to", m.ReplyTo, "alice@example.com"},
 		{"message-id", m.Headers["Message-Id"], "<mailguncluster.1234@mg.example.com>"},
-		{"v:mailguncluster", m.Variables[mailer.VarObject], "default/demo"},
-		{"v:mailguncluster-uid", m.Variables[mailer.VarUID], "1234"},
+		{"v:mailguncluster", m.Variables["mailguncluster"], "default/demo"},
+		{"v:mailguncluster-uid", m.Variables["mailguncluster-uid"], "1234"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

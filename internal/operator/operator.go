@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package operator wires the MailgunCluster controller into a
+// Package operator wires the MailgunCluster and MailgunMachine controllers into a
 // controller-runtime manager: flags, caches, metrics, health checks. main.go
 // and the tests build the manager the same way.
 package operator
@@ -94,12 +94,15 @@ type Options struct {
 	RenewDeadline           time.Duration
 	RetryPeriod             time.Duration
 
-	// WatchNamespace restricts the MailgunClusters (and Clusters) watched.
+	// WatchNamespace restricts the objects watched to one namespace.
 	WatchNamespace string
 	// WatchFilterValue restricts reconciliation to objects labelled
 	// cluster.x-k8s.io/watch-filter=<value>.
 	WatchFilterValue string
-	Concurrency      int
+	// Concurrency and MachineConcurrency are the workers of the
+	// MailgunCluster and MailgunMachine controllers.
+	Concurrency        int
+	MachineConcurrency int
 
 	// ConfigNamespace holds the Mailgun Secret and ConfigMap, normally the
 	// operator's own namespace.
@@ -152,6 +155,7 @@ func DefaultOptions() Options {
 		RenewDeadline:          10 * time.Second,
 		RetryPeriod:            2 * time.Second,
 		Concurrency:            10,
+		MachineConcurrency:     10,
 		WatchNamespace:         os.Getenv(EnvWatchNamespace),
 		ConfigNamespace:        ownNamespace(),
 		SecretName:             envOr(EnvSecretName, config.DefaultSecretName),
@@ -191,11 +195,13 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod,
 		"How long to wait between leader election attempts.")
 	fs.StringVar(&o.WatchNamespace, "namespace", o.WatchNamespace,
-		"Only watch MailgunClusters and Clusters in this namespace; empty watches all namespaces.")
+		"Only watch MailgunClusters, MailgunMachines and Cluster API's objects in this namespace; empty watches all namespaces.")
 	fs.StringVar(&o.WatchFilterValue, "watch-filter", o.WatchFilterValue,
 		"Only reconcile objects with the label cluster.x-k8s.io/watch-filter set to this value.")
 	fs.IntVar(&o.Concurrency, "mailguncluster-concurrency", o.Concurrency,
 		"Number of MailgunClusters reconciled in parallel.")
+	fs.IntVar(&o.MachineConcurrency, "machine-concurrency", o.MachineConcurrency,
+		"Number of MailgunMachines reconciled in parallel.")
 	fs.StringVar(&o.ConfigNamespace, "config-namespace", o.ConfigNamespace,
 		"Namespace of the Mailgun Secret and ConfigMap and of the MailgunClusterIdentities' Secrets; defaults to the operator's own namespace (POD_NAMESPACE). Empty reads settings from the environment only, and no identity can be used.")
 	fs.StringVar(&o.SecretName, "mailgun-secret-name", o.SecretName,
@@ -228,8 +234,8 @@ func (o *Options) Validate() error {
 	if strings.Contains(o.WatchNamespace, ",") {
 		return fmt.Errorf("--namespace (or WATCH_NAMESPACE) names several namespaces (%q); watch one namespace or all of them", o.WatchNamespace)
 	}
-	if o.Concurrency < 1 {
-		return fmt.Errorf("--mailguncluster-concurrency must be at least 1, got %d", o.Concurrency)
+	if o.Concurrency < 1 || o.MachineConcurrency < 1 {
+		return fmt.Errorf("--mailguncluster-concurrency and --machine-concurrency must be at least 1, got %d and %d", o.Concurrency, o.MachineConcurrency)
 	}
 	if o.MailgunQPS < 0 || (o.MailgunQPS > 0 && o.MailgunBurst < 1) {
 		return fmt.Errorf("--mailgun-qps must not be negative, and --mailgun-burst must be at least 1 with it (got %v and %d)", o.MailgunQPS, o.MailgunBurst)
@@ -280,7 +286,8 @@ func NewScheme() (*runtime.Scheme, error) {
 	return scheme, nil
 }
 
-// New builds a manager running the MailgunCluster controller.
+// New builds a manager running the MailgunCluster and MailgunMachine
+// controllers.
 func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -330,7 +337,7 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 	}
 	// One connection pool for every Mailgun call: the reconcile workers,
 	// the readiness check's domain lookup and the delivery tracker.
-	mailers := mailer.NewPool(o.MailgunTimeout, o.Concurrency+1, mailer.Limit{QPS: o.MailgunQPS, Burst: o.MailgunBurst})
+	mailers := mailer.NewPool(o.MailgunTimeout, o.Concurrency+o.MachineConcurrency+1, mailer.Limit{QPS: o.MailgunQPS, Burst: o.MailgunBurst})
 	creds := &credentials{mailers: mailers, ttl: o.CredentialsCheckInterval, log: mgr.GetLogger().WithName("mailgun-credentials")}
 	deliveries := &send.DeliveryTracker{
 		Interval: o.DeliveryPollInterval,
@@ -343,7 +350,7 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 	if err := mgr.Add(deliveries); err != nil {
 		return nil, fmt.Errorf("adding the delivery tracker: %w", err)
 	}
-	reconciler := controllers.NewMailgunClusterReconciler(send.Sender{
+	sender := send.Sender{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("mailguncluster-controller"),
 		Settings: config.Settings{Operator: *source, Reader: mgr.GetClient()},
@@ -357,13 +364,23 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 		Lease:                   lease,
 		Deliveries:              deliveries,
 		DeliveryTrackingTimeout: o.DeliveryTrackingTimeout,
-	})
-	reconciler.ConfigObjects = controllers.ConfigObjects{
-		Namespace: o.ConfigNamespace, SecretName: o.SecretName, ConfigMapName: o.ConfigMapName,
 	}
-	reconciler.WatchFilterValue = o.WatchFilterValue
-	if err := reconciler.SetupWithManager(ctx, mgr, controller.Options{
+	configObjects := controllers.ConfigObjects{Namespace: o.ConfigNamespace, SecretName: o.SecretName, ConfigMapName: o.ConfigMapName}
+	clusters := controllers.NewMailgunClusterReconciler(sender)
+	clusters.ConfigObjects = configObjects
+	clusters.WatchFilterValue = o.WatchFilterValue
+	if err := clusters.SetupWithManager(ctx, mgr, controller.Options{
 		MaxConcurrentReconciles: o.Concurrency,
+		SkipNameValidation:      ptr.To(o.SkipNameValidation),
+	}); err != nil {
+		return nil, err
+	}
+	sender.Recorder = mgr.GetEventRecorder("mailgunmachine-controller")
+	machines := controllers.NewMailgunMachineReconciler(sender)
+	machines.ConfigObjects = configObjects
+	machines.WatchFilterValue = o.WatchFilterValue
+	if err := machines.SetupWithManager(ctx, mgr, controller.Options{
+		MaxConcurrentReconciles: o.MachineConcurrency,
 		SkipNameValidation:      ptr.To(o.SkipNameValidation),
 	}); err != nil {
 		return nil, err

@@ -36,12 +36,12 @@ import (
 )
 
 // EnsureSent makes sure Mailgun accepted exactly one request email for the
-// scope's object, sent with the settings of identity (nil: the
+// scope's object, email, sent with the settings of identity (nil: the
 // operator-wide ones), and then follows its delivery. What to do next
 // (claim, send, look up, wait) is decided by the send protocol
 // (internal/sendprotocol); this function only performs its steps and
 // applies its decisions to the object.
-func (d *Driver[T]) EnsureSent(ctx context.Context, s *Scope[T], identity *infrav1.MailgunClusterIdentityReference) (ctrl.Result, error) {
+func (d *Driver[T]) EnsureSent(ctx context.Context, s *Scope[T], identity *infrav1.MailgunClusterIdentityReference, email Email) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	obj := s.Object
 
@@ -85,7 +85,7 @@ func (d *Driver[T]) EnsureSent(ctx context.Context, s *Scope[T], identity *infra
 		messageID = d.Kind.messageID(obj.GetUID(), settings.Domain)
 	}
 
-	return d.apply(ctx, obj, messageID, d.runProtocol(ctx, s, settings, messageID, false))
+	return d.apply(ctx, obj, messageID, d.runProtocol(ctx, s, settings, messageID, email))
 }
 
 // SettlePending resolves the pending send attempt of an object that must
@@ -116,7 +116,7 @@ func (d *Driver[T]) SettlePending(ctx context.Context, s *Scope[T], identity *in
 		return ctrl.Result{}, err
 	}
 	messageID := obj.GetAnnotations()[infrav1.MessageIDAnnotation]
-	return d.apply(ctx, obj, messageID, d.runProtocol(ctx, s, settings, messageID, true))
+	return d.apply(ctx, obj, messageID, d.runProtocol(ctx, s, settings, messageID, nil))
 }
 
 // recordKnownAcceptance records an acceptance this process saw for obj's
@@ -219,7 +219,8 @@ func (d *Driver[T]) CacheBehind(obj T) time.Duration {
 // vetSendRecord checks obj's send record before the reconcile trusts it. It
 // reports false when nothing may be sent (the condition says why); a record
 // copied from another object is dropped, durably, and the reconcile goes on
-// as for a new object.
+// as for a new object, unless the kind finds obj without a record of its
+// own to be a copy that must send nothing (Kind.Copied).
 func (d *Driver[T]) vetSendRecord(ctx context.Context, s *Scope[T]) (bool, error) {
 	log := ctrl.LoggerFrom(ctx)
 	obj := s.Object
@@ -239,17 +240,42 @@ func (d *Driver[T]) vetSendRecord(ctx context.Context, s *Scope[T]) (bool, error
 		for _, c := range []string{infrav1.EmailSentCondition, infrav1.ReadyCondition, infrav1.EmailDeliveredCondition} {
 			conditions.Delete(obj, c)
 		}
-		log.Info("Dropped a copied send record; this "+d.Kind.Name+" sends its own email", "detail", detail)
-		d.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, "CopiedRecordDropped", "SendEmail", "%s; it sends its own email", detail)
+		if d.copied(obj) {
+			log.Info("Dropped a copied send record", "detail", detail)
+			d.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, "CopiedRecordDropped", "SendEmail", "%s", detail)
+		} else {
+			log.Info("Dropped a copied send record; this "+d.Kind.Name+" sends its own email", "detail", detail)
+			d.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, "CopiedRecordDropped", "SendEmail", "%s; it sends its own email", detail)
+		}
+	}
+	if _, own := obj.GetAnnotations()[infrav1.MessageIDAnnotation]; !own && d.copied(obj) {
+		reason, msg := d.Kind.Copied(obj)
+		if conditions.GetReason(obj, infrav1.EmailSentCondition) != reason {
+			log.Info("Not sending: "+msg, "reason", reason)
+			d.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, reason, "SendEmail", "%s", msg)
+		}
+		SetEmailSent(obj, metav1.ConditionFalse, reason, msg)
+		return false, nil
 	}
 	return true, nil
+}
+
+// copied reports whether the kind finds obj to be a copy that must send
+// nothing of its own.
+func (d *Driver[T]) copied(obj T) bool {
+	if d.Kind.Copied == nil {
+		return false
+	}
+	reason, _ := d.Kind.Copied(obj)
+	return reason != ""
 }
 
 // runProtocol asks the send protocol for the next step, performs it and
 // asks again until the protocol has nothing more to do in this reconcile.
 // It keeps the per-object memory (hold, failure count) across reconciles.
-// A paused object resolves a pending attempt but starts none.
-func (d *Driver[T]) runProtocol(ctx context.Context, s *Scope[T], settings mailer.Settings, messageID string, paused bool) sendprotocol.Decision {
+// A paused object, which has no email to send, resolves a pending attempt
+// but starts none.
+func (d *Driver[T]) runProtocol(ctx context.Context, s *Scope[T], settings mailer.Settings, messageID string, email Email) sendprotocol.Decision {
 	log := ctrl.LoggerFrom(ctx)
 	obj := s.Object
 	mem := d.memory.load(obj)
@@ -267,9 +293,9 @@ func (d *Driver[T]) runProtocol(ctx context.Context, s *Scope[T], settings maile
 		Hold:        mem.hold,
 		Recheck:     mem.recheck,
 		Verify:      d.Credentials != nil,
-		Paused:      paused,
+		Paused:      email == nil,
 	}
-	steps := steps[T]{d: d, s: s, m: d.NewMailer(settings), settings: settings, messageID: messageID, mem: &mem}
+	steps := steps[T]{d: d, s: s, m: d.NewMailer(settings), settings: settings, messageID: messageID, email: email, mem: &mem}
 	dec := d.Protocol.Decide(in)
 	// A reconcile takes at most four steps: verify, look up, claim, send.
 	for range 4 {
@@ -305,6 +331,7 @@ type steps[T Object] struct {
 	settings mailer.Settings
 	// messageID is the Message-Id of the current request.
 	messageID string
+	email     Email
 	mem       *objectMemory
 }
 
@@ -319,7 +346,7 @@ func (st steps[T]) do(ctx context.Context, dec sendprotocol.Decision) *sendproto
 		}
 		return &sendprotocol.Answer{Op: dec.Op}
 	case sendprotocol.OpClaim:
-		if err := st.s.recordAttempt(ctx, st.d.Kind.Finalizer, messageID, dec.Claim, st.settings.Domain); err != nil {
+		if err := st.s.recordAttempt(ctx, st.d.Kind.Finalizer, messageID, dec.Claim, st.settings.Domain, st.d.Kind.Claimed); err != nil {
 			if !apierrors.IsConflict(err) {
 				// The write may have landed although we got no answer; we
 				// know nothing was sent under it.
@@ -338,7 +365,7 @@ func (st steps[T]) do(ctx context.Context, dec sendprotocol.Decision) *sendproto
 			return &sendprotocol.Answer{Op: dec.Op, Err: err, Class: sendprotocol.ClassFenced}
 		}
 		start := time.Now()
-		id, err := st.m.Send(sendCtx, st.d.Kind.Email(obj, messageID))
+		id, err := st.m.Send(sendCtx, st.email(messageID))
 		elapsed := time.Since(start).Seconds()
 		if err != nil {
 			class := mailer.AsSendError(err).Class.String()

@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
 )
 
 // testKind is a Kind for MailgunClusters, as a reconciler would declare it.
@@ -31,9 +30,6 @@ var testKind = Kind[*infrav1.MailgunCluster]{
 	Name:            "MailgunCluster",
 	MessageIDPrefix: "mailguncluster",
 	Finalizer:       infrav1.ClusterFinalizer,
-	Email: func(mc *infrav1.MailgunCluster, messageID string) mailer.Request {
-		return mailer.Request{MessageID: messageID, Priority: string(mc.Spec.Priority), Body: mc.Spec.Request}
-	},
 	StatusMessageID: func(mc *infrav1.MailgunCluster) *string { return &mc.Status.MessageID },
 	SetProvisioned: func(mc *infrav1.MailgunCluster, provisioned bool) {
 		mc.Status.Initialization.Provisioned = nil

@@ -131,9 +131,13 @@ func (s *Scope[T]) statusUnchanged() bool {
 
 // recordAttempt durably records, before a send, the Message-Id, the claim
 // of the attempt and the Mailgun domain it is made with, the object they
-// belong to, the finalizer and the block on clusterctl move, in one write.
-func (s *Scope[T]) recordAttempt(ctx context.Context, finalizer, messageID, claim, domain string) error {
+// belong to, the finalizer, the block on clusterctl move and what claimed
+// (if not nil) fixes in the spec, in one write.
+func (s *Scope[T]) recordAttempt(ctx context.Context, finalizer, messageID, claim, domain string, claimed func(T)) error {
 	err := s.patchMetadata(ctx, func(obj T) {
+		if claimed != nil {
+			claimed(obj)
+		}
 		controllerutil.AddFinalizer(obj, finalizer)
 		ann := obj.GetAnnotations()
 		ann[infrav1.MessageIDAnnotation] = messageID
@@ -144,6 +148,10 @@ func (s *Scope[T]) recordAttempt(ctx context.Context, finalizer, messageID, clai
 	})
 	if err != nil {
 		return fmt.Errorf("recording the send attempt before sending: %w", err)
+	}
+	if claimed != nil {
+		// patchMetadata keeps only the metadata of what was written.
+		claimed(s.Object)
 	}
 	return nil
 }

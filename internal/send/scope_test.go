@@ -69,7 +69,7 @@ func TestScopeWrites(t *testing.T) {
 			name:  "a send attempt cannot be claimed from a stale copy",
 			stale: true,
 			write: func(ctx context.Context, s *Scope[*infrav1.MailgunCluster]) error {
-				return s.recordAttempt(ctx, infrav1.ClusterFinalizer, "<m@example.com>", sendprotocol.ClaimValue(time.Now(), "replica-a"), "example.com")
+				return s.recordAttempt(ctx, infrav1.ClusterFinalizer, "<m@example.com>", sendprotocol.ClaimValue(time.Now(), "replica-a"), "example.com", nil)
 			},
 			wantConflict: true,
 			want: func(t *testing.T, got, _ *infrav1.MailgunCluster) {
@@ -81,7 +81,7 @@ func TestScopeWrites(t *testing.T) {
 		{
 			name: "metadata and status written in one reconcile, the status locked to the metadata write",
 			write: func(ctx context.Context, s *Scope[*infrav1.MailgunCluster]) error {
-				if err := s.recordAttempt(ctx, infrav1.ClusterFinalizer, "<m@example.com>", sendprotocol.ClaimValue(time.Now(), "replica-a"), "example.com"); err != nil {
+				if err := s.recordAttempt(ctx, infrav1.ClusterFinalizer, "<m@example.com>", sendprotocol.ClaimValue(time.Now(), "replica-a"), "example.com", nil); err != nil {
 					return err
 				}
 				testKind.markAccepted(s.Object, "<m@example.com>")

@@ -20,9 +20,9 @@ limitations under the License.
 // fence before a send, resend requests, copied records, delivery tracking
 // and what is remembered per object between reconciles.
 //
-// A kind (MailgunCluster, ...) plugs in through Kind: its Message-Id
-// prefix, finalizer, the email it sends and the status fields that record
-// acceptance. The reconcilers in controllers/ decide when an object may
+// A kind (MailgunCluster, MailgunMachine) plugs in through Kind: its
+// Message-Id prefix, finalizer and the status fields that record
+// acceptance; its reconciler gives the email to send. The reconcilers in controllers/ decide when an object may
 // send (its owner, pausing, deletion) and hand it to a Driver.
 package send
 
@@ -103,6 +103,9 @@ type Object interface {
 	conditions.Setter
 }
 
+// Email is the request email an object sends with a Message-Id.
+type Email func(messageID string) mailer.Request
+
 // Kind is what the send path needs to know of one kind of object.
 type Kind[T Object] struct {
 	// Name is the kind's name in messages, e.g. "MailgunCluster".
@@ -112,8 +115,6 @@ type Kind[T Object] struct {
 	MessageIDPrefix string
 	// Finalizer is added with the first claim.
 	Finalizer string
-	// Email is the request email obj sends with messageID.
-	Email func(obj T, messageID string) mailer.Request
 	// StatusMessageID points at obj's status.messageID: written on
 	// acceptance, cleared with a copied record, and read as the record of
 	// objects written before the send record existed.
@@ -121,6 +122,15 @@ type Kind[T Object] struct {
 	// SetProvisioned marks obj's infrastructure provisioned (its email was
 	// accepted) or not (a copy that dropped another object's record).
 	SetProvisioned func(obj T, provisioned bool)
+	// Claimed, if set, fixes in obj's spec what the email names and must
+	// never change once it may have gone out (a MailgunMachine's provider
+	// ID); it is written with the first claim, in the same locked write.
+	Claimed func(obj T)
+	// Copied, if set, says why obj, which holds no send record of its own,
+	// must send nothing (a MailgunMachine copied with another one's
+	// provider ID): the EmailSent condition's reason and message; "" if it
+	// may send.
+	Copied func(obj T) (reason, message string)
 	// Paused reports whether obj, as read live from r, or its Cluster is
 	// paused, or the Cluster is gone; checked right before a send, past
 	// the cache.

@@ -112,7 +112,7 @@ func TestMoveKeepsTheEmailRecord(t *testing.T) {
 	}
 	// Give the target's operator time to act on the moved object.
 	time.Sleep(2 * time.Second)
-	if n := len(fake.MessagesWithVariable(mailer.VarObject, moveNamespace+"/prod")); n != 1 {
+	if n := len(fake.MessagesWithVariable(mailer.VarCluster, moveNamespace+"/prod")); n != 1 {
 		t.Errorf("%d emails, want the one sent before the move", n)
 	}
 	noErrorLogged(t, source, target)
@@ -166,7 +166,7 @@ func TestMoveWaitsForAHeldSend(t *testing.T) {
 	}
 	// Give the target's operator time to act on the moved object.
 	time.Sleep(2 * time.Second)
-	if n := len(fake.MessagesWithVariable(mailer.VarObject, moveNamespace+"/held")); n != 1 {
+	if n := len(fake.MessagesWithVariable(mailer.VarCluster, moveNamespace+"/held")); n != 1 {
 		t.Errorf("%d emails, want 1", n)
 	}
 	noErrorLogged(t, source, target)

@@ -619,6 +619,11 @@ func (s *suite) checkPermissions() {
 		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get", Namespace: userNS}, false},
 		{authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "list"}, false},
 		{authorizationv1.ResourceAttributes{Group: "cluster.x-k8s.io", Resource: "clusters", Verb: "update", Namespace: userNS}, false},
+		{authorizationv1.ResourceAttributes{Group: infrav1.GroupVersion.Group, Resource: "mailgunmachines", Verb: "patch", Namespace: userNS}, true},
+		{authorizationv1.ResourceAttributes{Group: infrav1.GroupVersion.Group, Resource: "mailgunmachines", Subresource: "status", Verb: "update", Namespace: userNS}, true},
+		{authorizationv1.ResourceAttributes{Group: infrav1.GroupVersion.Group, Resource: "mailgunmachines", Verb: "create", Namespace: userNS}, false},
+		{authorizationv1.ResourceAttributes{Group: "cluster.x-k8s.io", Resource: "machines", Verb: "watch"}, true},
+		{authorizationv1.ResourceAttributes{Group: "cluster.x-k8s.io", Resource: "machines", Verb: "patch", Namespace: userNS}, false},
 	} {
 		review, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(s.ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &check.attrs},
@@ -809,7 +814,7 @@ func (s *suite) moveAndDelete() {
 	})
 	s.t.Logf("TIMING delete: %.1fs", time.Since(start).Seconds())
 
-	if n := len(s.emailsFor(mc)) + len(targetFake.MessagesWithVariable(mailer.VarObject, key.String())); n != 1 {
+	if n := len(s.emailsFor(mc)) + len(targetFake.MessagesWithVariable(mailer.VarCluster, key.String())); n != 1 {
 		s.t.Errorf("%d emails for the moved cluster, want 1", n)
 	}
 	for _, line := range targetLogs.ErrorLines() {
@@ -969,7 +974,7 @@ func (s *suite) releaseFinalizers() {
 }
 
 func (s *suite) emailsFor(mc *infrav1.MailgunCluster) []mailgunfake.Message {
-	return s.fake.MessagesWithVariable(mailer.VarObject, mc.Namespace+"/"+mc.Name)
+	return s.fake.MessagesWithVariable(mailer.VarCluster, mc.Namespace+"/"+mc.Name)
 }
 
 func (s *suite) waitForEmail(mc *infrav1.MailgunCluster) *infrav1.MailgunCluster {

@@ -341,7 +341,7 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 	duplicates, lost := 0, 0
 	for _, mc := range list.Items {
 		var ids []string
-		for _, m := range fake.MessagesWithVariable(mailer.VarObject, ns+"/"+mc.Name) {
+		for _, m := range fake.MessagesWithVariable(mailer.VarCluster, ns+"/"+mc.Name) {
 			ids = append(ids, m.ID)
 		}
 		switch {

@@ -254,7 +254,7 @@ func TestLongFailuresCostLittleAndSendOnce(t *testing.T) {
 		}
 		var emails []mailgunfake.Message
 		for _, f := range []*mailgunfake.Server{lagging, refusing, limited} {
-			emails = append(emails, f.MessagesWithVariable(mailer.VarObject, ns+"/"+name)...)
+			emails = append(emails, f.MessagesWithVariable(mailer.VarCluster, ns+"/"+name)...)
 		}
 		want := 1
 		if name == resent {

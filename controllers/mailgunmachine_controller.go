@@ -1,0 +1,274 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/send"
+)
+
+// MailgunMachineReconciler sends one request email per MailgunMachine,
+// once Cluster API has everything the machine's builder needs.
+type MailgunMachineReconciler struct {
+	*send.Driver[*infrav1.MailgunMachine]
+
+	// ConfigObjects are watched; zero value watches nothing.
+	ConfigObjects ConfigObjects
+
+	// WatchFilterValue, if set, restricts reconciliation to objects with the
+	// cluster.x-k8s.io/watch-filter label of that value.
+	WatchFilterValue string
+
+	// clusterAPI is set once the apiserver serves Cluster API's kinds;
+	// until then MailgunMachines wait for it.
+	clusterAPI atomic.Bool
+}
+
+// NewMailgunMachineReconciler returns a reconciler that sends with s.
+func NewMailgunMachineReconciler(s send.Sender) *MailgunMachineReconciler {
+	return &MailgunMachineReconciler{Driver: send.NewDriver(s, mailgunMachineKind)}
+}
+
+// mailgunMachineKind is what the send path needs to know of MailgunMachines.
+var mailgunMachineKind = send.Kind[*infrav1.MailgunMachine]{
+	Name:            "MailgunMachine",
+	MessageIDPrefix: "mailgunmachine",
+	Finalizer:       infrav1.MachineFinalizer,
+	StatusMessageID: func(mm *infrav1.MailgunMachine) *string { return &mm.Status.MessageID },
+	SetProvisioned: func(mm *infrav1.MailgunMachine, provisioned bool) {
+		mm.Status.Initialization.Provisioned = nil
+		if provisioned {
+			mm.Status.Initialization.Provisioned = ptr.To(true)
+		}
+	},
+	// The provider ID goes into the email: it is fixed before the first
+	// attempt, and the apiserver refuses to change it afterwards.
+	Claimed: func(mm *infrav1.MailgunMachine) { mm.Spec.ProviderID = providerID(mm) },
+	Copied: func(mm *infrav1.MailgunMachine) (string, string) {
+		if mm.Spec.ProviderID == "" {
+			return "", ""
+		}
+		return infrav1.ProviderIDCopiedReason, fmt.Sprintf("spec.providerID %s was set without a send record of this MailgunMachine: "+
+			"it is a copy of the MailgunMachine that provider ID names, and sends nothing; create MailgunMachines without spec.providerID", mm.Spec.ProviderID)
+	},
+	// As for MailgunClusters: a Cluster gone since the reconcile read it
+	// counts as paused.
+	Paused: func(ctx context.Context, r client.Reader, mm *infrav1.MailgunMachine) (bool, error) {
+		cluster := &clusterv1.Cluster{}
+		err := r.Get(ctx, client.ObjectKey{Namespace: mm.Namespace, Name: mm.Labels[clusterv1.ClusterNameLabel]}, cluster)
+		if err != nil {
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		}
+		return pausedBy(mm, cluster) != "", nil
+	},
+}
+
+// providerID is the provider ID of mm's machine.
+func providerID(mm *infrav1.MailgunMachine) string {
+	return infrav1.ProviderIDPrefix + string(mm.UID)
+}
+
+// Writes are metadata merge patches (with spec.providerID in the claim) and
+// whole-status updates (send.Scope).
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=mailgunmachines,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=mailgunmachines/status,verbs=update
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=mailgunmachines/finalizers,verbs=update
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch
+
+// Reconcile reads top-down: get the MailgunMachine, its owner Machine and
+// Cluster, honour pausing, then either handle deletion, wait for what
+// Cluster API has yet to provide, or send the request email; and finally
+// patch the object.
+func (r *MailgunMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
+	log := ctrl.LoggerFrom(ctx)
+	mm := &infrav1.MailgunMachine{}
+	if err := r.Client.Get(ctx, req.NamespacedName, mm); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("getting MailgunMachine: %w", err)
+	}
+	if wait := r.CacheBehind(mm); wait > 0 {
+		log.V(5).Info("Waiting for the cache to show our own last write", "resourceVersion", mm.ResourceVersion)
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+
+	// Missing owners are waits, not errors: Cluster API creates them, or
+	// is not installed yet.
+	machine, err := util.GetOwnerMachine(ctx, r.Client, mm.ObjectMeta)
+	if err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+		return ctrl.Result{}, fmt.Errorf("getting owner Machine: %w", err)
+	}
+	cluster, err := util.GetClusterFromMetadata(ctx, r.Client, mm.ObjectMeta)
+	if err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) && !errors.Is(err, util.ErrNoCluster) {
+		return ctrl.Result{}, fmt.Errorf("getting the Cluster: %w", err)
+	}
+	if machine != nil {
+		log = log.WithValues("Machine", klog.KObj(machine))
+	}
+	if cluster != nil {
+		log = log.WithValues("Cluster", klog.KObj(cluster))
+	}
+	ctx = ctrl.LoggerInto(ctx, log)
+	identity, infraFound, err := r.identityOf(ctx, cluster)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	s := send.NewScope(mm, r.Client)
+	defer func() {
+		mm.Status.ObservedGeneration = mm.Generation
+		res, retErr = r.Finish(ctx, s, res, retErr)
+	}()
+
+	if setPausedCondition(mm, cluster) {
+		log.V(4).Info("Reconciliation is paused")
+		return r.SettlePending(ctx, s, identity)
+	}
+	if !mm.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(s)
+	}
+	if reason, msg := machineNotReady(mm, machine, cluster, infraFound, r.clusterAPI.Load()); reason != "" {
+		if r.Kind.Accepted(mm) {
+			log.V(4).Info("Owners not confirmed; the accepted email stands: "+msg, "reason", reason)
+			return ctrl.Result{}, nil
+		}
+		log.V(1).Info("Not sending yet: "+msg, "reason", reason)
+		send.SetEmailSent(mm, metav1.ConditionFalse, reason, msg)
+		return ctrl.Result{}, nil
+	}
+	return r.reconcileNormal(ctx, s, machine, cluster, identity)
+}
+
+// reconcileNormal sends the request email once, with the settings of the
+// Cluster's MailgunCluster, and follows its delivery.
+func (r *MailgunMachineReconciler) reconcileNormal(ctx context.Context, s *send.Scope[*infrav1.MailgunMachine],
+	machine *clusterv1.Machine, cluster *clusterv1.Cluster, identity *infrav1.MailgunClusterIdentityReference) (ctrl.Result, error) {
+	// Recorded with the acceptance, in the same status write.
+	s.Object.Status.FailureDomain = machine.Spec.FailureDomain
+	return r.EnsureSent(ctx, s, identity, machineEmail(s.Object, machine, cluster))
+}
+
+// machineNotReady says what the MailgunMachine waits for before its email
+// may be sent, in the order Cluster API provides it; each wait ends with a
+// change the watches report.
+func machineNotReady(mm *infrav1.MailgunMachine, machine *clusterv1.Machine, cluster *clusterv1.Cluster, infraFound, clusterAPI bool) (reason, message string) {
+	switch {
+	case !clusterAPI:
+		return infrav1.WaitingForClusterAPIReason, "Cluster API is not installed (the apiserver does not serve its Machine and Cluster kinds); waiting for it"
+	case machine == nil:
+		return infrav1.WaitingForMachineReason, "waiting for a Machine to own this MailgunMachine (Cluster API sets the owner reference)"
+	}
+	ref := machine.Spec.InfrastructureRef
+	switch {
+	case ref.APIGroup != infrav1.GroupVersion.Group || ref.Kind != "MailgunMachine" || ref.Name != mm.Name:
+		return infrav1.NotMachineInfrastructureReason, fmt.Sprintf("the owner Machine %s names %s %s in spec.infrastructureRef, not this MailgunMachine; nothing is sent for it",
+			machine.Name, ref.Kind, ref.Name)
+	case cluster == nil:
+		return infrav1.WaitingForClusterReason, fmt.Sprintf("waiting for the Cluster named by label %s (%q)", clusterv1.ClusterNameLabel, mm.Labels[clusterv1.ClusterNameLabel])
+	case !infraFound || !ptr.Deref(cluster.Status.Initialization.InfrastructureProvisioned, false):
+		return infrav1.WaitingForClusterInfrastructureReason, fmt.Sprintf("waiting for the infrastructure of Cluster %s to be provisioned", cluster.Name)
+	case machine.Spec.Bootstrap.DataSecretName != nil:
+		return "", ""
+	case !util.IsControlPlaneMachine(machine) && !ptr.Deref(cluster.Status.Initialization.ControlPlaneInitialized, false):
+		return infrav1.WaitingForControlPlaneInitializedReason, fmt.Sprintf("waiting for the control plane of Cluster %s to be initialized before the worker's bootstrap data", cluster.Name)
+	}
+	return infrav1.WaitingForBootstrapDataReason, fmt.Sprintf("waiting for the bootstrap provider to set spec.bootstrap.dataSecretName of Machine %s", machine.Name)
+}
+
+// machineEmail is the request email of mm. It names the bootstrap data's
+// Secret and never reads it.
+func machineEmail(mm *infrav1.MailgunMachine, machine *clusterv1.Machine, cluster *clusterv1.Cluster) send.Email {
+	role := "worker"
+	if util.IsControlPlaneMachine(machine) {
+		role = "control-plane"
+	}
+	endpoint := ""
+	if ep := cluster.Spec.ControlPlaneEndpoint; ep.IsValid() {
+		endpoint = ep.String()
+	}
+	return mailer.MachineEmail{
+		Priority:             string(mm.Spec.Priority),
+		Cluster:              klog.KObj(cluster).String(),
+		Machine:              klog.KObj(machine).String(),
+		Object:               klog.KObj(mm).String(),
+		UID:                  string(mm.UID),
+		Role:                 role,
+		MachineDeployment:    machine.Labels[clusterv1.MachineDeploymentNameLabel],
+		MachineSet:           machine.Labels[clusterv1.MachineSetNameLabel],
+		Version:              machine.Spec.Version,
+		FailureDomain:        machine.Spec.FailureDomain,
+		ProviderID:           providerID(mm),
+		BootstrapSecret:      mm.Namespace + "/" + ptr.Deref(machine.Spec.Bootstrap.DataSecretName, ""),
+		ControlPlaneEndpoint: endpoint,
+		Request:              mm.Spec.Request,
+	}.Email
+}
+
+func (r *MailgunMachineReconciler) reconcileDelete(s *send.Scope[*infrav1.MailgunMachine]) (ctrl.Result, error) {
+	mm := s.Object
+	// Nothing is sent: whoever built the machine takes it down by hand,
+	// told by the event which one.
+	send.SetEmailSent(mm, metav1.ConditionFalse, infrav1.DeletingReason, "the MailgunMachine is being deleted")
+	r.Forget(client.ObjectKeyFromObject(mm))
+	if controllerutil.RemoveFinalizer(mm, infrav1.MachineFinalizer) {
+		r.Recorder.Eventf(mm, nil, corev1.EventTypeNormal, "Deleted", "Delete",
+			"MailgunMachine deleted: decommission machine %s (request email %q) by hand", mm.Spec.ProviderID, r.Kind.RecordedMessageID(mm))
+	}
+	return ctrl.Result{}, nil
+}
+
+// identityOf returns the MailgunClusterIdentity the Cluster's MailgunCluster
+// sends with: nil for the operator-wide settings, also when the Cluster's
+// infrastructure is not a MailgunCluster. It reports false when the
+// MailgunCluster the Cluster names does not exist (yet).
+func (r *MailgunMachineReconciler) identityOf(ctx context.Context, cluster *clusterv1.Cluster) (*infrav1.MailgunClusterIdentityReference, bool, error) {
+	if cluster == nil {
+		return nil, false, nil
+	}
+	ref := cluster.Spec.InfrastructureRef
+	if ref.APIGroup != infrav1.GroupVersion.Group || ref.Kind != "MailgunCluster" {
+		return nil, true, nil
+	}
+	mc := &infrav1.MailgunCluster{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: ref.Name}, mc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("getting the Cluster's MailgunCluster: %w", err)
+	}
+	return mc.Spec.IdentityRef, true, nil
+}

@@ -1,0 +1,79 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
+)
+
+// TestMachineNotReadyFollowsClusterAPIsOrder: each prerequisite Cluster API
+// provides holds the send back with its own reason, in the order it comes.
+func TestMachineNotReadyFollowsClusterAPIsOrder(t *testing.T) {
+	mm := &infrav1.MailgunMachine{ObjectMeta: metav1.ObjectMeta{Name: "mm"}}
+	machine := func(mutate ...func(*clusterv1.Machine)) *clusterv1.Machine {
+		m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m"}, Spec: clusterv1.MachineSpec{
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "MailgunMachine", Name: "mm"},
+			Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("m-bootstrap")},
+		}}
+		for _, f := range mutate {
+			f(m)
+		}
+		return m
+	}
+	cluster := func(infra, controlPlane bool) *clusterv1.Cluster {
+		c := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "c"}}
+		c.Status.Initialization.InfrastructureProvisioned = ptr.To(infra)
+		c.Status.Initialization.ControlPlaneInitialized = ptr.To(controlPlane)
+		return c
+	}
+	noData := func(m *clusterv1.Machine) { m.Spec.Bootstrap.DataSecretName = nil }
+	controlPlaneMachine := func(m *clusterv1.Machine) { m.Labels = map[string]string{clusterv1.MachineControlPlaneLabel: ""} }
+	for _, c := range []struct {
+		name       string
+		machine    *clusterv1.Machine
+		cluster    *clusterv1.Cluster
+		infraFound bool
+		clusterAPI bool
+		want       string
+	}{
+		{"no Cluster API", nil, nil, false, false, infrav1.WaitingForClusterAPIReason},
+		{"no Machine", nil, cluster(true, true), true, true, infrav1.WaitingForMachineReason},
+		{"another infrastructure", machine(func(m *clusterv1.Machine) { m.Spec.InfrastructureRef.Name = "other" }), cluster(true, true), true, true,
+			infrav1.NotMachineInfrastructureReason},
+		{"no Cluster", machine(), nil, false, true, infrav1.WaitingForClusterReason},
+		{"infrastructure not provisioned", machine(), cluster(false, false), true, true, infrav1.WaitingForClusterInfrastructureReason},
+		{"MailgunCluster missing", machine(), cluster(true, true), false, true, infrav1.WaitingForClusterInfrastructureReason},
+		{"worker before the control plane", machine(noData), cluster(true, false), true, true, infrav1.WaitingForControlPlaneInitializedReason},
+		{"worker without bootstrap data", machine(noData), cluster(true, true), true, true, infrav1.WaitingForBootstrapDataReason},
+		{"control plane machine without bootstrap data", machine(noData, controlPlaneMachine), cluster(true, false), true, true,
+			infrav1.WaitingForBootstrapDataReason},
+		{"everything there", machine(), cluster(true, false), true, true, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			reason, msg := machineNotReady(mm, c.machine, c.cluster, c.infraFound, c.clusterAPI)
+			if reason != c.want || (reason != "" && msg == "") {
+				t.Errorf("got %q (%q), want %q with a message", reason, msg, c.want)
+			}
+		})
+	}
+}
