@@ -28,28 +28,35 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/backoff"
 )
 
-// clusterGroupKind is Cluster API's Cluster, at the version the operator
-// reads.
-var clusterGroupKind = schema.GroupKind{Group: clusterv1.GroupVersion.Group, Kind: "Cluster"}
+// clusterGroupKind and machineGroupKind are Cluster API's Cluster and
+// Machine, at the version the operator reads.
+var (
+	clusterGroupKind = schema.GroupKind{Group: clusterv1.GroupVersion.Group, Kind: "Cluster"}
+	machineGroupKind = schema.GroupKind{Group: clusterv1.GroupVersion.Group, Kind: "Machine"}
+)
 
-// clusterAPIServed reports whether the apiserver serves Cluster API's
-// Cluster at the version the operator reads; a discovery failure is an
-// error, not an answer.
-func clusterAPIServed(mapper meta.RESTMapper) (bool, error) {
-	_, err := mapper.RESTMapping(clusterGroupKind, clusterv1.GroupVersion.Version)
-	switch {
-	case err == nil:
-		return true, nil
-	case meta.IsNoMatchError(err):
-		return false, nil
+// clusterAPIServed reports whether the apiserver serves all of Cluster
+// API's kinds, at the version the operator reads: the CRDs of one install
+// become served one by one, and a watch started on a kind not served yet
+// fails. A discovery failure is an error, not an answer.
+func clusterAPIServed(mapper meta.RESTMapper, kinds ...schema.GroupKind) (bool, error) {
+	for _, gk := range kinds {
+		_, err := mapper.RESTMapping(gk, clusterv1.GroupVersion.Version)
+		switch {
+		case meta.IsNoMatchError(err):
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("looking up Cluster API's %s in discovery: %w", clusterv1.GroupVersion.WithKind(gk.Kind), err)
+		}
 	}
-	return false, fmt.Errorf("looking up Cluster API's %s in discovery: %w", clusterv1.GroupVersion.WithKind("Cluster"), err)
+	return true, nil
 }
 
 // clusterAPIWaiter runs while Cluster API is not installed: it looks for the
@@ -64,8 +71,10 @@ type clusterAPIWaiter struct {
 	// kind is the controller's kind, for the log.
 	kind string
 	// lookupErr is why discovery could not tell at start, if it could not.
-	lookupErr     error
-	mapper        meta.RESTMapper
+	lookupErr error
+	mapper    meta.RESTMapper
+	// kinds are the Cluster API kinds the sources watch.
+	kinds         []schema.GroupKind
 	controller    controller.Controller
 	sources       []source.Source
 	wake          chan<- event.GenericEvent
@@ -87,7 +96,7 @@ func (w *clusterAPIWaiter) Start(ctx context.Context) error {
 	}
 	var watchErr error
 	backoff.Until(ctx, w.firstInterval, w.maxInterval, func(time.Duration) bool {
-		served, err := clusterAPIServed(w.mapper)
+		served, err := clusterAPIServed(w.mapper, w.kinds...)
 		if err != nil {
 			log.V(1).Info("Cluster API lookup failed; trying again", "reason", err.Error())
 		}
@@ -109,4 +118,23 @@ func (w *clusterAPIWaiter) Start(ctx context.Context) error {
 		return true
 	})
 	return watchErr
+}
+
+// waitForClusterAPI adds, for controller c of kind, a clusterAPIWaiter that
+// starts sources once Cluster API's kinds are served, then wakes the controller
+// through wake and records that Cluster API is there.
+func (w *Watching) waitForClusterAPI(mgr manager.Manager, kind string, kinds []schema.GroupKind, lookupErr error, c controller.Controller, sources []source.Source, wake chan<- event.GenericEvent) error {
+	return mgr.Add(&clusterAPIWaiter{
+		log:           mgr.GetLogger().WithName("cluster-api-waiter"),
+		kind:          kind,
+		lookupErr:     lookupErr,
+		mapper:        mgr.GetRESTMapper(),
+		kinds:         kinds,
+		controller:    c,
+		sources:       sources,
+		wake:          wake,
+		served:        func() { w.clusterAPI.Store(true) },
+		firstInterval: time.Second,
+		maxInterval:   30 * time.Second,
+	})
 }

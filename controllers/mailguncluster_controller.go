@@ -22,12 +22,12 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -55,19 +55,32 @@ import (
 
 // ConfigObjects names the Secret and ConfigMap holding the operator-wide
 // Mailgun settings, so that changes to them trigger a reconcile of every
-// MailgunCluster. The namespace holds the identities' Secrets too.
+// object that may use them. The namespace holds the identities' Secrets too.
 type ConfigObjects struct {
 	Namespace     string
 	SecretName    string
 	ConfigMapName string
 }
 
-// MailgunClusterReconciler sends one request email per MailgunCluster.
-type MailgunClusterReconciler struct {
-	// Driver sends the email, through what it holds: the client, the
-	// event recorder, the Mailgun settings and mailer.
-	*send.Driver[*infrav1.MailgunCluster]
+// watch adds to b the watches of the settings objects: the metadata of the
+// Secrets in the namespace, through secrets (their data is read past the
+// cache, by config.SecretReader), and the ConfigMap, through configMap.
+// With no namespace there is nothing to watch.
+func (o ConfigObjects) watch(b *builder.Builder, secrets, configMap handler.EventHandler) *builder.Builder {
+	if o.Namespace == "" {
+		return b
+	}
+	inNamespace := predicate.NewPredicateFuncs(func(obj client.Object) bool { return obj.GetNamespace() == o.Namespace })
+	isConfigMap := predicate.NewPredicateFuncs(func(obj client.Object) bool {
+		return obj.GetNamespace() == o.Namespace && obj.GetName() == o.ConfigMapName
+	})
+	return b.WatchesMetadata(&corev1.Secret{}, secrets, builder.WithPredicates(inNamespace)).
+		Watches(&corev1.ConfigMap{}, configMap, builder.WithPredicates(isConfigMap))
+}
 
+// Watching is what both reconcilers are told about what to watch, and
+// whether Cluster API is there to be watched.
+type Watching struct {
 	// ConfigObjects are watched; zero value watches nothing.
 	ConfigObjects ConfigObjects
 
@@ -75,9 +88,17 @@ type MailgunClusterReconciler struct {
 	// cluster.x-k8s.io/watch-filter label of that value.
 	WatchFilterValue string
 
-	// clusterAPI is set once the apiserver serves Cluster API's Cluster;
-	// until then MailgunClusters wait for it.
+	// clusterAPI is set once the apiserver serves Cluster API's kinds;
+	// until then the objects wait for it.
 	clusterAPI atomic.Bool
+}
+
+// MailgunClusterReconciler sends one request email per MailgunCluster.
+type MailgunClusterReconciler struct {
+	// Driver sends the email, through what it holds: the client, the
+	// event recorder, the Mailgun settings and mailer.
+	*send.Driver[*infrav1.MailgunCluster]
+	Watching
 }
 
 // NewMailgunClusterReconciler returns a reconciler that sends with s.
@@ -92,10 +113,7 @@ var mailgunClusterKind = send.Kind[*infrav1.MailgunCluster]{
 	Finalizer:       infrav1.ClusterFinalizer,
 	StatusMessageID: func(mc *infrav1.MailgunCluster) *string { return &mc.Status.MessageID },
 	SetProvisioned: func(mc *infrav1.MailgunCluster, provisioned bool) {
-		mc.Status.Initialization.Provisioned = nil
-		if provisioned {
-			mc.Status.Initialization.Provisioned = ptr.To(true)
-		}
+		setProvisioned(&mc.Status.Initialization.Provisioned, provisioned)
 	},
 	// The live read cannot use util.GetOwnerCluster, which wants a
 	// client.Client; the rule is pausedBy's, as for the Paused condition.
@@ -269,7 +287,7 @@ func (r *MailgunClusterReconciler) SetupWithManager(ctx context.Context, mgr ctr
 	// A discovery failure at start is no answer: wait as if Cluster API
 	// were missing (the waiter asks again within a second) rather than fail
 	// the operator over an apiserver hiccup.
-	served, lookupErr := clusterAPIServed(mgr.GetRESTMapper())
+	served, lookupErr := clusterAPIServed(mgr.GetRESTMapper(), clusterGroupKind)
 	clusters := source.Kind[client.Object](mgr.GetCache(), &clusterv1.Cluster{},
 		handler.EnqueueRequestsFromMapFunc(util.ClusterToInfrastructureMapFunc(ctx,
 			infrav1.GroupVersion.WithKind("MailgunCluster"), mgr.GetClient(), &infrav1.MailgunCluster{})),
@@ -299,16 +317,7 @@ func (r *MailgunClusterReconciler) SetupWithManager(ctx context.Context, mgr ctr
 	b = b.Watches(&infrav1.MailgunClusterIdentity{}, handler.EnqueueRequestsFromMapFunc(r.identityUsers)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceIdentityUsers),
 			builder.WithPredicates(predicate.LabelChangedPredicate{}))
-	if o := r.ConfigObjects; o.Namespace != "" {
-		inNamespace := predicate.NewPredicateFuncs(func(obj client.Object) bool { return obj.GetNamespace() == o.Namespace })
-		isConfigMap := predicate.NewPredicateFuncs(func(obj client.Object) bool {
-			return obj.GetNamespace() == o.Namespace && obj.GetName() == o.ConfigMapName
-		})
-		// Metadata only: the data of the Secrets in use is read past the
-		// cache (config.SecretReader).
-		b = b.WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretUsers), builder.WithPredicates(inNamespace)).
-			Watches(&corev1.ConfigMap{}, enqueueAll, builder.WithPredicates(isConfigMap))
-	}
+	b = r.ConfigObjects.watch(b, handler.EnqueueRequestsFromMapFunc(r.secretUsers), enqueueAll)
 	c, err := b.Build(r)
 	if err != nil {
 		return fmt.Errorf("creating MailgunCluster controller: %w", err)
@@ -316,18 +325,16 @@ func (r *MailgunClusterReconciler) SetupWithManager(ctx context.Context, mgr ctr
 	if served {
 		return nil
 	}
-	return mgr.Add(&clusterAPIWaiter{
-		log:           mgr.GetLogger().WithName("cluster-api-waiter"),
-		kind:          r.Kind.Name,
-		lookupErr:     lookupErr,
-		mapper:        mgr.GetRESTMapper(),
-		controller:    c,
-		sources:       []source.Source{clusters},
-		wake:          wake,
-		served:        func() { r.clusterAPI.Store(true) },
-		firstInterval: time.Second,
-		maxInterval:   30 * time.Second,
-	})
+	return r.waitForClusterAPI(mgr, r.Kind.Name, []schema.GroupKind{clusterGroupKind}, lookupErr, c, []source.Source{clusters}, wake)
+}
+
+// setProvisioned sets an initialization.provisioned field: true, or unset
+// (the contract's "not provisioned").
+func setProvisioned(field **bool, provisioned bool) {
+	*field = nil
+	if provisioned {
+		*field = ptr.To(true)
+	}
 }
 
 // allMailgunClusters maps a configuration change, or Cluster API's

@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -43,17 +42,7 @@ import (
 // once Cluster API has everything the machine's builder needs.
 type MailgunMachineReconciler struct {
 	*send.Driver[*infrav1.MailgunMachine]
-
-	// ConfigObjects are watched; zero value watches nothing.
-	ConfigObjects ConfigObjects
-
-	// WatchFilterValue, if set, restricts reconciliation to objects with the
-	// cluster.x-k8s.io/watch-filter label of that value.
-	WatchFilterValue string
-
-	// clusterAPI is set once the apiserver serves Cluster API's kinds;
-	// until then MailgunMachines wait for it.
-	clusterAPI atomic.Bool
+	Watching
 }
 
 // NewMailgunMachineReconciler returns a reconciler that sends with s.
@@ -68,10 +57,7 @@ var mailgunMachineKind = send.Kind[*infrav1.MailgunMachine]{
 	Finalizer:       infrav1.MachineFinalizer,
 	StatusMessageID: func(mm *infrav1.MailgunMachine) *string { return &mm.Status.MessageID },
 	SetProvisioned: func(mm *infrav1.MailgunMachine, provisioned bool) {
-		mm.Status.Initialization.Provisioned = nil
-		if provisioned {
-			mm.Status.Initialization.Provisioned = ptr.To(true)
-		}
+		setProvisioned(&mm.Status.Initialization.Provisioned, provisioned)
 	},
 	// The provider ID goes into the email: it is fixed before the first
 	// attempt, and the apiserver refuses to change it afterwards.

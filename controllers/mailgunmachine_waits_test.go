@@ -19,6 +19,7 @@ package controllers
 import (
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -75,5 +76,24 @@ func TestMachineNotReadyFollowsClusterAPIsOrder(t *testing.T) {
 				t.Errorf("got %q (%q), want %q with a message", reason, msg, c.want)
 			}
 		})
+	}
+}
+
+// TestClusterAPIServedNeedsEveryKind: the CRDs of one Cluster API install
+// become served one by one; a controller that watches Machines must wait
+// until Machines are served too, or its watch fails (with an error in the
+// log) when Clusters came first.
+func TestClusterAPIServedNeedsEveryKind(t *testing.T) {
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(clusterv1.GroupVersion.WithKind("Cluster"), meta.RESTScopeNamespace)
+	if served, err := clusterAPIServed(mapper, clusterGroupKind); !served || err != nil {
+		t.Errorf("Cluster alone: served=%v err=%v, want served", served, err)
+	}
+	if served, err := clusterAPIServed(mapper, clusterGroupKind, machineGroupKind); served || err != nil {
+		t.Errorf("Cluster and Machine, only Cluster served: served=%v err=%v, want not served", served, err)
+	}
+	mapper.Add(clusterv1.GroupVersion.WithKind("Machine"), meta.RESTScopeNamespace)
+	if served, err := clusterAPIServed(mapper, clusterGroupKind, machineGroupKind); !served || err != nil {
+		t.Errorf("both served: served=%v err=%v, want served", served, err)
 	}
 }

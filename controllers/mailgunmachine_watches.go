@@ -19,9 +19,9 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
@@ -50,7 +50,8 @@ import (
 func (r *MailgunMachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
 	log := ctrl.LoggerFrom(ctx)
 	scheme := mgr.GetScheme()
-	served, lookupErr := clusterAPIServed(mgr.GetRESTMapper())
+	capiKinds := []schema.GroupKind{clusterGroupKind, machineGroupKind}
+	served, lookupErr := clusterAPIServed(mgr.GetRESTMapper(), capiKinds...)
 	toMachines, err := util.ClusterToTypedObjectsMapper(mgr.GetClient(), &infrav1.MailgunMachineList{}, scheme)
 	if err != nil {
 		return fmt.Errorf("mapping Clusters to MailgunMachines: %w", err)
@@ -87,14 +88,7 @@ func (r *MailgunMachineReconciler) SetupWithManager(ctx context.Context, mgr ctr
 	} else {
 		b = b.WatchesRawSource(source.Channel(wake, all))
 	}
-	if o := r.ConfigObjects; o.Namespace != "" {
-		inNamespace := predicate.NewPredicateFuncs(func(obj client.Object) bool { return obj.GetNamespace() == o.Namespace })
-		isConfigMap := predicate.NewPredicateFuncs(func(obj client.Object) bool {
-			return obj.GetNamespace() == o.Namespace && obj.GetName() == o.ConfigMapName
-		})
-		b = b.WatchesMetadata(&corev1.Secret{}, all, builder.WithPredicates(inNamespace)).
-			Watches(&corev1.ConfigMap{}, all, builder.WithPredicates(isConfigMap))
-	}
+	b = r.ConfigObjects.watch(b, all, all)
 	c, err := b.Build(r)
 	if err != nil {
 		return fmt.Errorf("creating MailgunMachine controller: %w", err)
@@ -102,18 +96,7 @@ func (r *MailgunMachineReconciler) SetupWithManager(ctx context.Context, mgr ctr
 	if served {
 		return nil
 	}
-	return mgr.Add(&clusterAPIWaiter{
-		log:           mgr.GetLogger().WithName("cluster-api-waiter"),
-		kind:          r.Kind.Name,
-		lookupErr:     lookupErr,
-		mapper:        mgr.GetRESTMapper(),
-		controller:    c,
-		sources:       capiSources,
-		wake:          wake,
-		served:        func() { r.clusterAPI.Store(true) },
-		firstInterval: time.Second,
-		maxInterval:   30 * time.Second,
-	})
+	return r.waitForClusterAPI(mgr, r.Kind.Name, capiKinds, lookupErr, c, capiSources, wake)
 }
 
 // allMailgunMachines maps a change that may concern any MailgunMachine to
