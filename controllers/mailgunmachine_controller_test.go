@@ -193,6 +193,11 @@ func TestMailgunMachineWaitsForClusterAPIThenSendsOnce(t *testing.T) {
 	if mm.Status.FailureDomain != "rack-1" {
 		t.Errorf("status.failureDomain = %q, want the Machine's rack-1", mm.Status.FailureDomain)
 	}
+	for kind, want := range map[string]float64{"MailgunMachine": 1, "MailgunCluster": 1} {
+		if got := f.metric("capmg_emails_sent_total", map[string]string{"kind": kind}); got != want {
+			t.Errorf("capmg_emails_sent_total{kind=%q} = %v, want %v", kind, got, want)
+		}
+	}
 	emails := f.machineEmails("worker-0")
 	if len(emails) != 1 {
 		t.Fatalf("%d emails for the MailgunMachine, want 1", len(emails))

@@ -24,9 +24,11 @@ import (
 )
 
 // Metrics are the provider's own metrics, on top of controller-runtime's.
+// Each has a "kind" label: the kind of the object the email is for
+// (MailgunCluster, MailgunMachine).
 type Metrics struct {
 	// EmailsSent counts request emails Mailgun accepted.
-	EmailsSent prometheus.Counter
+	EmailsSent *prometheus.CounterVec
 	// EmailsFailed counts failed send attempts, by failure class.
 	EmailsFailed *prometheus.CounterVec
 	// SendDuration observes how long send attempts took, by result.
@@ -42,27 +44,27 @@ type Metrics struct {
 // New returns unregistered metrics.
 func New() *Metrics {
 	return &Metrics{
-		EmailsSent: prometheus.NewCounter(prometheus.CounterOpts{
+		EmailsSent: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "capmg_emails_sent_total",
 			Help: "Request emails accepted by Mailgun.",
-		}),
+		}, []string{"kind"}),
 		EmailsFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "capmg_email_send_failures_total",
 			Help: "Failed attempts to send a request email, by failure class.",
-		}, []string{"class"}),
+		}, []string{"kind", "class"}),
 		SendDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "capmg_email_send_duration_seconds",
 			Help:    "Duration of calls to Mailgun's send API, by result.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
-		}, []string{"result"}),
+		}, []string{"kind", "result"}),
 		Lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "capmg_email_lookups_total",
 			Help: "Mailgun event lookups made to settle send attempts with unknown outcome, by result.",
-		}, []string{"result"}),
+		}, []string{"kind", "result"}),
 		Deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "capmg_email_deliveries_total",
 			Help: "Delivery outcomes of accepted request emails, by result: delivered, complained, failed (bounced), rejected, expired.",
-		}, []string{"result"}),
+		}, []string{"kind", "result"}),
 	}
 }
 

@@ -75,7 +75,7 @@ func (d *Driver[T]) trackDelivery(ctx context.Context, obj T, identity *infrav1.
 			Type: infrav1.EmailDeliveredCondition, Status: metav1.ConditionUnknown, Reason: infrav1.DeliveryTrackingExpiredReason,
 			Message: fmt.Sprintf("no delivery outcome for %s within %s of its acceptance; check Mailgun's logs", id, d.DeliveryTrackingTimeout),
 		})
-		d.Metrics.Deliveries.WithLabelValues("expired").Inc()
+		d.Metrics.Deliveries.WithLabelValues(d.Kind.Name, "expired").Inc()
 		return ctrl.Result{}, nil
 	}
 
@@ -103,7 +103,7 @@ func (d *Driver[T]) trackDelivery(ctx context.Context, obj T, identity *infrav1.
 			msg += ": " + dl.Detail
 		}
 		conditions.Set(obj, metav1.Condition{Type: infrav1.EmailDeliveredCondition, Status: outcome.status, Reason: outcome.reason, Message: msg})
-		d.Metrics.Deliveries.WithLabelValues(outcome.metric).Inc()
+		d.Metrics.Deliveries.WithLabelValues(d.Kind.Name, outcome.metric).Inc()
 		d.memory.forget(key)
 		d.Recorder.Eventf(obj, nil, outcome.eventType, outcome.reason, "TrackDelivery", "request email %s: %s", id, msg)
 		log.Info("Delivery outcome of the request email", "messageID", id, "state", dl.State, "detail", dl.Detail)

@@ -336,7 +336,7 @@ type steps[T Object] struct {
 }
 
 func (st steps[T]) do(ctx context.Context, dec sendprotocol.Decision) *sendprotocol.Answer {
-	obj, metrics, messageID := st.s.Object, st.d.Metrics, st.messageID
+	obj, metrics, messageID, kind := st.s.Object, st.d.Metrics, st.messageID, st.d.Kind.Name
 	switch dec.Op {
 	case sendprotocol.OpVerify:
 		// A key, domain or region Mailgun refuses is reported before any
@@ -369,23 +369,23 @@ func (st steps[T]) do(ctx context.Context, dec sendprotocol.Decision) *sendproto
 		elapsed := time.Since(start).Seconds()
 		if err != nil {
 			class := mailer.AsSendError(err).Class.String()
-			metrics.SendDuration.WithLabelValues(class).Observe(elapsed)
-			metrics.EmailsFailed.WithLabelValues(class).Inc()
+			metrics.SendDuration.WithLabelValues(kind, class).Observe(elapsed)
+			metrics.EmailsFailed.WithLabelValues(kind, class).Inc()
 			return sendprotocol.Failed(dec.Op, err)
 		}
-		metrics.SendDuration.WithLabelValues("accepted").Observe(elapsed)
-		metrics.EmailsSent.Inc()
+		metrics.SendDuration.WithLabelValues(kind, "accepted").Observe(elapsed)
+		metrics.EmailsSent.WithLabelValues(kind).Inc()
 		return &sendprotocol.Answer{Op: dec.Op, AcceptedID: id}
 	case sendprotocol.OpLookup:
 		found, err := st.m.WasAccepted(ctx, messageID)
 		switch {
 		case err != nil:
-			metrics.Lookups.WithLabelValues("error").Inc()
+			metrics.Lookups.WithLabelValues(kind, "error").Inc()
 			return sendprotocol.Failed(dec.Op, err)
 		case found:
-			metrics.Lookups.WithLabelValues("accepted").Inc()
+			metrics.Lookups.WithLabelValues(kind, "accepted").Inc()
 		default:
-			metrics.Lookups.WithLabelValues("not_found").Inc()
+			metrics.Lookups.WithLabelValues(kind, "not_found").Inc()
 		}
 		return &sendprotocol.Answer{Op: dec.Op, Found: found}
 	}

@@ -174,7 +174,7 @@ func TestLongFailuresCostLittleAndSendOnce(t *testing.T) {
 		sends, lookups := limited.Requests()
 		return sends + lookups + limited.DomainRequests()
 	}()
-	refusedSends := scrapeCounter(t, metricsAddr, `capmg_email_send_failures_total{class="Unreachable"}`)
+	refusedSends := scrapeCounter(t, metricsAddr, `capmg_email_send_failures_total{class="Unreachable",kind="MailgunCluster"}`)
 	// The other accounts' failures and retries took nothing from the
 	// operator-wide account (--mailgun-qps is per account): its objects
 	// were settled and recorded during them, once their events showed.
