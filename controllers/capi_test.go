@@ -19,30 +19,57 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	capicluster "sigs.k8s.io/cluster-api/core/reconcilers/cluster"
+	capimachine "sigs.k8s.io/cluster-api/core/reconcilers/machine"
+	capimd "sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment"
+	capims "sigs.k8s.io/cluster-api/core/reconcilers/machineset"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/logbuf"
 )
 
 // startClusterAPI runs Cluster API v1.14's own Cluster reconciler (the core
 // provider's, in-process) against the test control plane, for the test's
-// namespace.
-func (h *harness) startClusterAPI() {
+// namespace; with machines, also its MachineDeployment, MachineSet and
+// Machine reconcilers.
+func (h *harness) startClusterAPI(machines ...bool) {
 	h.t.Helper()
+	// Cluster API's errors (e.g. a MachineDeployment it cannot roll out)
+	// explain a test that waits in vain.
+	capiLogs := &logbuf.Buffer{}
+	h.t.Cleanup(func() {
+		if h.t.Failed() {
+			h.t.Logf("Cluster API's error lines:\n%s", strings.Join(capiLogs.ErrorLines(), "\n"))
+		}
+	})
+	// Cluster API's MachineSet and MachineDeployment reconcilers need
+	// informers of the whole cluster (a namespaced cache's do not cast to
+	// SharedIndexInformer); the Cluster reconciler alone keeps to the
+	// test's namespace.
+	cacheOptions := cache.Options{DefaultNamespaces: map[string]cache.Config{h.ns: {}}}
+	if len(machines) > 0 && machines[0] {
+		cacheOptions = cache.Options{}
+	}
 	scheme, err := operator.NewScheme()
 	if err != nil {
 		h.t.Fatal(err)
@@ -51,8 +78,8 @@ func (h *harness) startClusterAPI() {
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{h.ns: {}}},
-		Logger:                 ctrl.Log.WithName("capi-core"),
+		Cache:                  cacheOptions,
+		Logger:                 zap.New(zap.WriteTo(capiLogs), zap.UseDevMode(true)).WithName("capi-core"),
 	})
 	if err != nil {
 		h.t.Fatalf("creating Cluster API manager: %v", err)
@@ -74,6 +101,20 @@ func (h *harness) startClusterAPI() {
 	if err := r.SetupWithManager(ctx, mgr, skip); err != nil {
 		cancel()
 		h.t.Fatalf("setting up Cluster API's Cluster reconciler: %v", err)
+	}
+	if len(machines) > 0 && machines[0] {
+		for _, setup := range []interface {
+			SetupWithManager(context.Context, ctrl.Manager, controller.Options) error
+		}{
+			&capimd.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()},
+			&capims.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cc},
+			&capimachine.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cc, RemoteConditionsGracePeriod: 5 * time.Minute},
+		} {
+			if err := setup.SetupWithManager(ctx, mgr, skip); err != nil {
+				cancel()
+				h.t.Fatalf("setting up Cluster API's %T: %v", setup, err)
+			}
+		}
 	}
 	done := make(chan struct{})
 	go func() {
@@ -160,4 +201,161 @@ func TestClusterAPIPausedClusterStopsTheProvider(t *testing.T) {
 		got := h.get("capi-paused")
 		return conditions.IsTrue(got, infrav1.PausedCondition), fmt.Sprintf("%+v", got.Status.Conditions)
 	})
+}
+
+// TestClusterAPIMachineDeploymentRequestsOneEmailPerMachine runs Cluster
+// API's MachineDeployment, MachineSet, Machine and Cluster reconcilers
+// beside the operator: a MachineDeployment of 3 whose machines are
+// MailgunMachines gets one email per machine, with distinct provider IDs
+// that Cluster API copies to its Machines, none holding the bootstrap
+// data; the count holds over Cluster API's writes, a restart, scaling
+// down and deleting the Cluster.
+func TestClusterAPIMachineDeploymentRequestsOneEmailPerMachine(t *testing.T) {
+	f := &machineFixture{harness: newHarness(t)}
+	f.startManager()
+	f.startClusterAPI(true)
+	h := f.harness
+
+	cluster := h.createCluster("prod")
+	f.cluster = cluster
+	if err := h.c.Create(h.ctx, newMailgunCluster(h.ns, "prod")); err != nil {
+		t.Fatalf("creating MailgunCluster: %v", err)
+	}
+	for _, obj := range []client.Object{
+		&corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "workers-bootstrap"},
+			Data:       map[string][]byte{"value": []byte("#cloud-config\njoin: " + bootstrapCanary)},
+		},
+		&infrav1.MailgunMachineTemplate{
+			ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "workers"},
+			Spec: infrav1.MailgunMachineTemplateSpec{Template: infrav1.MailgunMachineTemplateResource{
+				Spec: infrav1.MailgunMachineSpec{Priority: infrav1.PriorityUrgent, Request: "8 GiB, please."},
+			}},
+		},
+	} {
+		if err := h.c.Create(h.ctx, obj); err != nil {
+			t.Fatalf("creating %T: %v", obj, err)
+		}
+	}
+	// What Cluster API's defaulting webhook would fill in is set by hand.
+	selector := map[string]string{clusterv1.ClusterNameLabel: "prod", clusterv1.MachineDeploymentNameLabel: "prod-workers"}
+	md := &clusterv1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "prod-workers", Labels: map[string]string{clusterv1.ClusterNameLabel: "prod"}},
+		Spec: clusterv1.MachineDeploymentSpec{
+			ClusterName: "prod",
+			Replicas:    ptr.To[int32](3),
+			Selector:    metav1.LabelSelector{MatchLabels: selector},
+			Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
+				Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
+				RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
+					MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+				},
+			}},
+			Template: clusterv1.MachineTemplateSpec{
+				ObjectMeta: clusterv1.ObjectMeta{Labels: selector},
+				Spec: clusterv1.MachineSpec{
+					ClusterName: "prod",
+					Version:     "v1.36.0",
+					Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To("workers-bootstrap")},
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+						APIGroup: infrav1.GroupVersion.Group, Kind: "MailgunMachineTemplate", Name: "workers",
+					},
+				},
+			},
+		},
+	}
+	if err := h.c.Create(h.ctx, md); err != nil {
+		t.Fatalf("creating MachineDeployment: %v", err)
+	}
+
+	machineEmails := func() int {
+		n := 0
+		for _, m := range h.fake.Messages() {
+			if m.Variables[mailer.VarMachine] != "" {
+				n++
+			}
+		}
+		return n
+	}
+	waitForMachines := func(n int) {
+		t.Helper()
+		h.eventually(90*time.Second, fmt.Sprintf("%d provisioned Machines with accepted MailgunMachines", n), func() (bool, string) {
+			machines := &clusterv1.MachineList{}
+			if err := h.c.List(h.ctx, machines, client.InNamespace(h.ns)); err != nil {
+				return false, err.Error()
+			}
+			mms := &infrav1.MailgunMachineList{}
+			if err := h.c.List(h.ctx, mms, client.InNamespace(h.ns)); err != nil {
+				return false, err.Error()
+			}
+			accepted, provisioned, ids := 0, 0, map[string]bool{}
+			byName := map[string]*infrav1.MailgunMachine{}
+			for i := range mms.Items {
+				mm := &mms.Items[i]
+				byName[mm.Name] = mm
+				if mm.Status.MessageID != "" && mm.DeletionTimestamp.IsZero() {
+					accepted++
+				}
+			}
+			for _, m := range machines.Items {
+				mm := byName[m.Spec.InfrastructureRef.Name]
+				if m.Status.Phase == string(clusterv1.MachinePhaseProvisioned) && mm != nil && m.Spec.ProviderID == mm.Spec.ProviderID {
+					provisioned++
+					ids[m.Spec.ProviderID] = true
+				}
+			}
+			mss := &clusterv1.MachineSetList{}
+			_ = h.c.List(h.ctx, mss, client.InNamespace(h.ns))
+			gotMD := &clusterv1.MachineDeployment{}
+			_ = h.c.Get(h.ctx, client.ObjectKeyFromObject(md), gotMD)
+			var mdConds []string
+			for _, c := range gotMD.Status.Conditions {
+				mdConds = append(mdConds, c.Type+"="+string(c.Status)+" "+c.Reason+": "+c.Message)
+			}
+			for _, ms := range mss.Items {
+				for _, c := range ms.Status.Conditions {
+					mdConds = append(mdConds, "MS "+c.Type+"="+string(c.Status)+" "+c.Reason+": "+c.Message)
+				}
+			}
+			return len(machines.Items) == n && len(mms.Items) == n && accepted == n && provisioned == n && len(ids) == n,
+				fmt.Sprintf("%d MachineSets, MD %v; %d Machines (%d Provisioned with the MailgunMachine's provider ID, %d distinct), %d MailgunMachines (%d accepted), %d machine emails",
+					len(mss.Items), mdConds, len(machines.Items), provisioned, len(ids), len(mms.Items), accepted, machineEmails())
+		})
+	}
+	waitForMachines(3)
+	if n := machineEmails(); n != 3 {
+		t.Fatalf("%d machine emails for 3 Machines, want 3", n)
+	}
+	if n := len(h.fake.Messages()); n != 4 {
+		t.Errorf("%d emails in all, want 4 (the cluster's and 3 machines')", n)
+	}
+
+	// A restart of the operator sends nothing more.
+	h.stopManager()
+	h.startManager()
+	h.consistently(3*time.Second, "4 emails after a restart", func() (bool, string) {
+		n := len(h.fake.Messages())
+		return n == 4, fmt.Sprintf("%d emails", n)
+	})
+
+	// Scaling down deletes two machines and sends nothing.
+	patchObj(h, md, func() { md.Spec.Replicas = ptr.To[int32](1) })
+	waitForMachines(1)
+
+	if err := h.c.Delete(h.ctx, cluster); err != nil {
+		t.Fatalf("deleting the Cluster: %v", err)
+	}
+	h.eventually(90*time.Second, "the Cluster and its machines gone", func() (bool, string) {
+		mms := &infrav1.MailgunMachineList{}
+		if err := h.c.List(h.ctx, mms, client.InNamespace(h.ns)); err != nil {
+			return false, err.Error()
+		}
+		errC := h.c.Get(h.ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{})
+		return len(mms.Items) == 0 && apierrors.IsNotFound(errC), fmt.Sprintf("%d MailgunMachines, Cluster: %v", len(mms.Items), errC)
+	})
+	if n := len(h.fake.Messages()); n != 4 {
+		t.Errorf("%d emails after scaling down and deleting, want 4", n)
+	}
+	f.noBootstrapDataLeaked()
+	h.noErrorLogged()
 }

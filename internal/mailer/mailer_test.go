@@ -656,3 +656,40 @@ func TestDeliveryMerge(t *testing.T) {
 		})
 	}
 }
+
+// TestMachineEmailNamesWhatTheBuilderNeeds: the machine email names the
+// cluster, the machine, its role, version, failure domain, provider ID and
+// where the bootstrap data is; fields left empty say so rather than
+// printing nothing.
+func TestMachineEmailNamesWhatTheBuilderNeeds(t *testing.T) {
+	e := mailer.MachineEmail{ //nolint:gosec // G101: names a Secret, holds no credential
+		Priority: "Urgent", Cluster: "team/prod", Machine: "team/prod-md-0-abc", Object: "team/prod-md-0-xyz", UID: "42",
+		Role: "worker", MachineDeployment: "prod-md-0", MachineSet: "prod-md-0-abc12", Version: "v1.36.0", FailureDomain: "rack-1",
+		ProviderID: "mailgun://42", BootstrapSecret: "team/prod-md-0-abc-bootstrap", ControlPlaneEndpoint: "10.0.0.1:6443",
+		Request: "16 GiB, please",
+	}
+	r := e.Email("<mailgunmachine.42@mg.example.com>")
+	if want := "[Urgent] New worker Machine requested for cluster team/prod"; r.Subject != want {
+		t.Errorf("subject = %q, want %q", r.Subject, want)
+	}
+	for _, want := range []string{
+		"Role:                   worker\n", "Kubernetes version:     v1.36.0\n", "Failure domain:         rack-1\n",
+		"Control plane endpoint: 10.0.0.1:6443\n", "Machine:                team/prod-md-0-abc\n", "MachineDeployment:      prod-md-0\n",
+		"MachineSet:             prod-md-0-abc12\n", "MailgunMachine:         team/prod-md-0-xyz\n",
+		"--provider-id=mailgun://42", `key "value" of Secret team/prod-md-0-abc-bootstrap`, "\n16 GiB, please\n",
+	} {
+		if !strings.Contains(r.Text, want) {
+			t.Errorf("the email lacks %q:\n%s", want, r.Text)
+		}
+	}
+	if r.Var != mailer.VarMachine || r.Object != "team/prod-md-0-xyz" || r.UID != "42" || r.MessageID != "<mailgunmachine.42@mg.example.com>" {
+		t.Errorf("request = %+v", r)
+	}
+
+	bare := mailer.MachineEmail{Priority: "Urgent", Role: "control-plane"}.Email("<m@x>")
+	for _, want := range []string{"Kubernetes version:     not set", "Failure domain:         any", "Control plane endpoint: not known yet", "MachineDeployment:      none"} {
+		if !strings.Contains(bare.Text, want) {
+			t.Errorf("the email of a bare Machine lacks %q:\n%s", want, bare.Text)
+		}
+	}
+}

@@ -228,6 +228,7 @@ func TestClusterTemplate(t *testing.T) {
 	}{
 		{file: "cluster-template.yaml"},
 		{file: "cluster-template-identity.yaml", identity: "payments-team"},
+		{file: "cluster-template-machines.yaml"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -238,6 +239,7 @@ func TestClusterTemplate(t *testing.T) {
 			values := map[string]string{
 				"CLUSTER_NAME": "payments", "NAMESPACE": "default",
 				"MAILGUN_REQUEST": "3 nodes: please", "MAILGUN_REQUESTER": "alice@example.com",
+				"WORKER_MACHINE_COUNT": "3", "KUBERNETES_VERSION": "v1.36.0", "WORKER_BOOTSTRAP_SECRET": "payments-workers-bootstrap",
 			}
 			if tt.identity != "" {
 				values["MAILGUN_IDENTITY_NAME"] = tt.identity
