@@ -173,7 +173,7 @@ operatorhub: manifests ## Write the bundle in the community-operators layout (op
 	go run ./hack/bundle --version $(VERSION) --image $(IMG) --channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL) --replaces "$(REPLACES)" --operatorhub-dir $(OPERATORHUB_DIR)
 
 .PHONY: bundle-sdk
-bundle-sdk: manifests $(KUSTOMIZE) ## Generate the bundle with the operator-sdk CLI instead, if you have it.
+bundle-sdk: manifests $(KUSTOMIZE) ## Generate a bundle with the operator-sdk CLI, to compare: not what make bundle ships (see docs/install-olm.md).
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
 	$(KUSTOMIZE) build config/manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) $(BUNDLE_METADATA_OPTS)
 	cd config/manager && $(KUSTOMIZE) edit set image controller=controller:latest
@@ -204,7 +204,8 @@ catalog: $(OPM) ## Render the file-based catalog (catalog/) from the bundle imag
 	hack/render-catalog.sh $(OPM) $(PACKAGE) $(DEFAULT_CHANNEL) catalog $(IMAGE_TAG_BASE)-bundle $(CATALOG_VERSIONS)
 
 .PHONY: catalog-build
-catalog-build: catalog ## Build the catalog image.
+catalog-build: ## Build the catalog image from what make catalog rendered (run it first, with the same variables).
+	@test -f catalog.Dockerfile || { echo "catalog.Dockerfile is missing: run make catalog first"; exit 1; }
 	$(CONTAINER_TOOL) build -f catalog.Dockerfile -t $(CATALOG_IMG) .
 
 .PHONY: catalog-push

@@ -1,0 +1,111 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package release checks the maintainers' release commands as
+// docs/install-olm.md writes them.
+package release
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+const userBase = "registry.example:5000/team/cluster-api-provider-mailgun"
+
+// releaseBlock returns the shell block of docs/install-olm.md's section
+// "1. Build and publish the images", with <registry> filled in.
+func releaseBlock(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../../docs/install-olm.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "## 1. Build and publish the images")
+	if !ok {
+		t.Fatal("docs/install-olm.md has no section 1. Build and publish the images")
+	}
+	_, block, ok := strings.Cut(section, "```sh\n")
+	if !ok {
+		t.Fatal("the section has no sh block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	return strings.Split(strings.TrimSpace(strings.ReplaceAll(block, "<registry>", "registry.example:5000/team")), "\n")
+}
+
+// TestReleaseCommandsNameOnlyTheUsersImages runs the documented release
+// commands with make -n, in order, with the variables they export, and
+// checks that every image they build, push or put into the catalog is
+// under the user's IMAGE_TAG_BASE and none under the project's default.
+func TestReleaseCommandsNameOnlyTheUsersImages(t *testing.T) {
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "GOPATH=" + os.Getenv("GOPATH"), "GOCACHE=" + os.Getenv("GOCACHE"),
+		"GOMODCACHE=" + os.Getenv("GOMODCACHE"), "GOFLAGS=" + os.Getenv("GOFLAGS"), "GOPROXY=" + os.Getenv("GOPROXY")}
+	var out strings.Builder
+	makes := 0
+	for _, line := range releaseBlock(t) {
+		line, _, _ = strings.Cut(line, "#")
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) == 0:
+		case fields[0] == "export":
+			env = append(env, fields[1:]...)
+		case fields[0] == "make":
+			makes++
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			cmd := exec.CommandContext(ctx, "make", append([]string{"-n"}, fields[1:]...)...)
+			cmd.Dir = "../../.."
+			cmd.Env = env
+			b, err := cmd.CombinedOutput()
+			cancel()
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", line, err, b)
+			}
+			out.Write(b)
+		default:
+			t.Fatalf("the release block has a line that is neither export nor make: %q", line)
+		}
+	}
+	if makes == 0 {
+		t.Fatal("no make command in the release block")
+	}
+	text := out.String()
+	for _, want := range []string{
+		"build -t " + userBase + ":v0.1.0 .", "push " + userBase + ":v0.1.0",
+		"--image " + userBase + ":v0.1.0",
+		"build -f bundle.Dockerfile -t " + userBase + "-bundle:v0.1.0 .", "push " + userBase + "-bundle:v0.1.0",
+		userBase + "-bundle 0.1.0",
+		"build -f catalog.Dockerfile -t " + userBase + "-catalog:v0.1.0 .", "push " + userBase + "-catalog:v0.1.0",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the release commands do not run %q", want)
+		}
+	}
+	for _, ref := range regexp.MustCompile(`[a-z0-9.:-]+(/[a-z0-9._-]+)+:v[0-9][0-9a-z.-]*`).FindAllString(text, -1) {
+		if !strings.HasPrefix(ref, userBase) {
+			t.Errorf("the release commands name image %s, not under %s", ref, userBase)
+		}
+	}
+	if strings.Contains(text, "ghcr.io/capi-mailgun") {
+		t.Error("the release commands name the project's default registry")
+	}
+	if t.Failed() {
+		t.Logf("make -n output:\n%s", text)
+	}
+}
