@@ -141,9 +141,14 @@ demo: controlplane ## Run the provider end to end on this machine and print the 
 build: manifests generate fmt vet ## Build the manager binary.
 	go build -o $(LOCALBIN)/manager .
 
+# The namespace make run reads the Mailgun settings from (and creates the
+# empty Secret and ConfigMap in, if missing): where make deploy and the
+# README put them.
+RUN_CONFIG_NAMESPACE ?= capmg-system
+
 .PHONY: run
-run: manifests generate fmt vet ## Run the manager against the cluster of your current kubeconfig.
-	go run . --metrics-bind-address=0 $(RUN_ARGS)
+run: manifests generate fmt vet ## Run the manager against the cluster of your current kubeconfig, with the settings in RUN_CONFIG_NAMESPACE (capmg-system).
+	go run . --metrics-bind-address=0 --config-namespace=$(RUN_CONFIG_NAMESPACE) $(RUN_ARGS)
 
 .PHONY: docker-build
 docker-build: ## Build the manager image.

@@ -109,3 +109,27 @@ func TestReleaseCommandsNameOnlyTheUsersImages(t *testing.T) {
 		t.Logf("make -n output:\n%s", text)
 	}
 }
+
+// TestMakeRunReadsTheREADMEsSettings: make run, which the README offers
+// instead of make deploy, reads the settings from the namespace the
+// README's commands fill in, not from the environment only.
+func TestMakeRunReadsTheREADMEsSettings(t *testing.T) {
+	readme, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "kubectl -n capmg-system patch secret capmg-mailgun-credentials") {
+		t.Fatal("the README no longer fills in the settings in capmg-system; update this test with it")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "make", "-n", "run")
+	cmd.Dir = "../../.."
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n run: %v\n%s", err, b)
+	}
+	if !strings.Contains(string(b), "go run . ") || !strings.Contains(string(b), "--config-namespace=capmg-system") {
+		t.Errorf("make run does not read the settings from capmg-system:\n%s", b)
+	}
+}
