@@ -105,6 +105,7 @@ demo-olm: $(OPM) ## The user's path as a demo on a real node (needs root): insta
 
 .PHONY: node-up
 node-up: ## Start the single-node test cluster (hack/node/node.sh; needs root). KUBECONFIG=/var/lib/capmg-node/admin.kubeconfig
+	hack/node/prereqs.sh
 	hack/node/node.sh up
 
 .PHONY: node-down

@@ -35,12 +35,12 @@ flock 9
 cd "$root/hack/controlplane"
 for b in "${bins[@]}"; do
   [[ -x "$out/$b" ]] && continue
-  echo "building $b $k8s_version..." >&2
+  echo "==> building $b $k8s_version from source into ${out#"$root"/} (once; the first build takes many minutes on 2 cores)..." >&2
   CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out/$b.tmp" "k8s.io/kubernetes/cmd/$b"
   mv "$out/$b.tmp" "$out/$b"
 done
 if [[ ! -x "$out/etcd" ]]; then
-  echo "building etcd..." >&2
+  echo "==> building etcd into ${out#"$root"/} (once)..." >&2
   CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/etcd.tmp" ./etcd
   mv "$out/etcd.tmp" "$out/etcd"
 fi

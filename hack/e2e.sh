@@ -16,6 +16,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+hack/node/prereqs.sh
 node=hack/node/node.sh
 registry=127.0.0.1:5000
 # The Mailgun fake listens on the node's bridge, where pods reach it.
