@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	clusterctlclient "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
@@ -76,11 +77,12 @@ func startManagementCluster(ctx context.Context, t *testing.T, name string, fake
 	return m
 }
 
-// TestMoveKeepsTheEmailRecord moves a cluster whose email was sent from one
-// management cluster to another with clusterctl's own move (the code of
-// `clusterctl move`, v1.14.2), with the operator running on both: no
-// second email, the moved MailgunCluster is Ready with the same message ID,
-// and neither operator logs an error.
+// TestMoveKeepsTheEmailRecord moves a cluster whose emails were sent (the
+// cluster's and a machine's) from one management cluster to another with
+// clusterctl's own move (the code of `clusterctl move`, v1.14.2), with the
+// operator running on both: no second email, the moved MailgunCluster is
+// Ready with the same message ID, the moved MailgunMachine keeps its
+// provider ID and record, and neither operator logs an error.
 func TestMoveKeepsTheEmailRecord(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two control planes: run by make test, not make test-unit")
@@ -94,12 +96,21 @@ func TestMoveKeepsTheEmailRecord(t *testing.T) {
 
 	cluster, mc := source.createCluster(ctx, t, "prod")
 	sentID := waitReady(ctx, t, source, "prod")
-
+	mm := source.createMachine(ctx, t, cluster, "prod-worker-0")
 	if err := testenv.StandInControlPlane(ctx, source.env.Client, cluster); err != nil {
 		t.Fatal(err)
 	}
 
 	move(ctx, t, source, target)
+
+	movedMM := &infrav1.MailgunMachine{}
+	if err := target.env.Client.Get(ctx, client.ObjectKeyFromObject(mm), movedMM); err != nil {
+		t.Fatalf("the MailgunMachine was not moved: %v", err)
+	}
+	if movedMM.Spec.ProviderID != mm.Spec.ProviderID || movedMM.Annotations[infrav1.AcceptedMessageIDAnnotation] != mm.Status.MessageID {
+		t.Errorf("the moved MailgunMachine has provider ID %q and record %q, want %q and %q",
+			movedMM.Spec.ProviderID, movedMM.Annotations[infrav1.AcceptedMessageIDAnnotation], mm.Spec.ProviderID, mm.Status.MessageID)
+	}
 
 	if got := waitReady(ctx, t, target, "prod"); got != sentID {
 		t.Errorf("the moved MailgunCluster records %q, want the email sent before the move, %q", got, sentID)
@@ -115,7 +126,67 @@ func TestMoveKeepsTheEmailRecord(t *testing.T) {
 	if n := len(fake.MessagesWithVariable(mailer.VarCluster, moveNamespace+"/prod")); n != 1 {
 		t.Errorf("%d emails, want the one sent before the move", n)
 	}
+	if n := len(fake.MessagesWithVariable(mailer.VarMachine, moveNamespace+"/prod-worker-0")); n != 1 {
+		t.Errorf("%d machine emails, want the one sent before the move", n)
+	}
 	noErrorLogged(t, source, target)
+}
+
+// createMachine gives the Cluster a worker Machine and its MailgunMachine,
+// as Cluster API would (its infrastructure provisioned, the Machine's
+// bootstrap data set), and waits for the MailgunMachine's email.
+func (m *managementCluster) createMachine(ctx context.Context, t *testing.T, cluster *clusterv1.Cluster, name string) *infrav1.MailgunMachine {
+	t.Helper()
+	c := m.env.Client
+	cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
+	cluster.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
+	if err := c.Status().Update(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{clusterv1.ClusterNameLabel: cluster.Name}
+	machine := &clusterv1.Machine{
+		// Cluster API's Machine controller makes the Cluster own a Machine
+		// that nothing else owns; move carries what the Cluster owns.
+		ObjectMeta: metav1.ObjectMeta{Namespace: moveNamespace, Name: name, Labels: labels, OwnerReferences: []metav1.OwnerReference{testenv.OwnerRef(cluster)}},
+		Spec: clusterv1.MachineSpec{
+			ClusterName: cluster.Name,
+			Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(name + "-bootstrap")},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: "MailgunMachine", Name: name,
+			},
+		},
+	}
+	if err := c.Create(ctx, machine); err != nil {
+		t.Fatal(err)
+	}
+	mm := &infrav1.MailgunMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: moveNamespace, Name: name, Labels: labels, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: name, UID: machine.UID,
+		}}},
+		Spec: infrav1.MailgunMachineSpec{Priority: infrav1.PriorityUrgent},
+	}
+	if err := c.Create(ctx, mm); err != nil {
+		t.Fatal(err)
+	}
+	if ok, state := poll.Until(ctx, 30*time.Second, 200*time.Millisecond, func() (bool, string) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(mm), mm); err != nil {
+			return false, err.Error()
+		}
+		return mm.Status.MessageID != "" && mm.Spec.ProviderID != "", fmt.Sprintf("conditions %+v", mm.Status.Conditions)
+	}); !ok {
+		t.Fatalf("the MailgunMachine's email was not accepted: %s", state)
+	}
+	// The builder started the machine with the provider ID and its Node
+	// joined: clusterctl moves only clusters whose machines have Nodes.
+	machine.Spec.ProviderID = mm.Spec.ProviderID
+	if err := c.Update(ctx, machine); err != nil {
+		t.Fatal(err)
+	}
+	machine.Status.NodeRef = clusterv1.MachineNodeReference{Name: name}
+	if err := c.Status().Update(ctx, machine); err != nil {
+		t.Fatal(err)
+	}
+	return mm
 }
 
 // TestMoveWaitsForAHeldSend moves a cluster while its email's outcome is
