@@ -149,5 +149,10 @@ type Driver[T Object] struct {
 
 // NewDriver returns the driver for kind.
 func NewDriver[T Object](s Sender, kind Kind[T]) *Driver[T] {
+	if s.Metrics != nil {
+		// Exported at 0 from the start: a series that appears only with
+		// the first email breaks rate() and absent() alerts.
+		s.Metrics.EmailsSent.WithLabelValues(kind.Name)
+	}
 	return &Driver[T]{Sender: s, Kind: kind}
 }
