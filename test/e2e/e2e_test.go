@@ -68,6 +68,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	clusterctlclient "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -250,6 +251,7 @@ func TestInstallFromCatalogImage(t *testing.T) {
 		{name: "subscribing installs the operator through a bundle unpack Job", run: s.subscribe},
 		{name: "Cluster API installed after the operator is picked up without a restart", run: s.installClusterAPI},
 		{name: "a MailgunCluster gets exactly one email", run: func() { s.requestCluster("first") }, lastDemo: true},
+		{name: "a MailgunMachine gets exactly one email, naming its bootstrap data but not holding it", run: s.requestMachine},
 		{name: "metrics need an authorized token", run: s.checkMetrics},
 		{name: "the operator holds only the permissions it needs", run: s.checkPermissions},
 		{name: "upgrading through the catalog sends no second email", run: s.upgrade},
@@ -542,6 +544,89 @@ func (s *suite) requestCluster(name string) {
 	}
 }
 
+// requestMachine gives a cluster of its own namespace a worker Machine, as
+// Cluster API would (no Cluster API controller runs here: the test sets
+// the owners and the Cluster's status), with the sample MailgunMachine:
+// one email, which names the provider ID the MailgunMachine records and the
+// bootstrap Secret; the Secret's content is in no email and not in the
+// operator's log. Deleting the Cluster takes all of it away, through the
+// node's garbage collector and the operator's finalizers.
+func (s *suite) requestMachine() {
+	const ns, canary = "team-machines", "e2e-join-token-5b0d2c"
+	s.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	mc := s.applySample(ns, "builds")
+	s.waitForEmail(mc)
+	cluster := &clusterv1.Cluster{}
+	s.get(types.NamespacedName{Namespace: ns, Name: "builds"}, cluster)
+	cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
+	cluster.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
+	if err := s.c.Status().Update(s.ctx, cluster); err != nil {
+		s.t.Fatal(err)
+	}
+	s.create(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "builds-worker-0-bootstrap"},
+		Data:       map[string][]byte{"value": []byte("join: " + canary)},
+	})
+	labels := map[string]string{clusterv1.ClusterNameLabel: "builds"}
+	machine := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "builds-worker-0", Labels: labels, OwnerReferences: []metav1.OwnerReference{testenv.OwnerRef(cluster)}},
+		Spec: clusterv1.MachineSpec{
+			ClusterName: "builds",
+			Version:     "v1.36.0",
+			Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To("builds-worker-0-bootstrap")},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: "MailgunMachine", Name: "builds-worker-0",
+			},
+		},
+	}
+	s.create(machine)
+	mm := &infrav1.MailgunMachine{}
+	s.readSample("infrastructure_v1beta1_mailgunmachine.yaml", mm)
+	mm.Name, mm.Namespace, mm.Labels = "builds-worker-0", ns, labels
+	mm.OwnerReferences = []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: machine.Name, UID: machine.UID}}
+	s.create(mm)
+
+	s.waitFor(2*time.Minute, "the MailgunMachine's email", func() (bool, string) {
+		s.get(client.ObjectKeyFromObject(mm), mm)
+		return mm.Status.MessageID != "" && ptr.Deref(mm.Status.Initialization.Provisioned, false), fmt.Sprintf("%+v", mm.Status.Conditions)
+	})
+	emails := s.fake.MessagesWithVariable(mailer.VarMachine, ns+"/"+mm.Name)
+	if len(emails) != 1 {
+		s.t.Fatalf("%d emails for the MailgunMachine, want 1", len(emails))
+	}
+	e := emails[0]
+	for _, want := range []string{"--provider-id=" + mm.Spec.ProviderID, "Secret " + ns + "/builds-worker-0-bootstrap", "4 CPUs"} {
+		if !strings.Contains(e.Text, want) {
+			s.t.Errorf("the machine email lacks %q:\n%s", want, e.Text)
+		}
+	}
+	s.t.Logf("machine email accepted by the Mailgun fake:\n  Subject: %s\n\n%s", e.Subject, e.Text)
+	for _, m := range s.fake.Messages() {
+		if strings.Contains(m.Text, canary) {
+			s.t.Errorf("an email holds the bootstrap data")
+		}
+	}
+	for _, l := range s.logs.all() {
+		if strings.Contains(l, canary) {
+			s.t.Errorf("the operator logged the bootstrap data: %s", l)
+		}
+	}
+
+	if err := s.c.Delete(s.ctx, cluster); err != nil {
+		s.t.Fatal(err)
+	}
+	s.waitFor(2*time.Minute, "the Cluster's MailgunCluster, Machine and MailgunMachine to be gone", func() (bool, string) {
+		errMC := s.c.Get(s.ctx, client.ObjectKeyFromObject(mc), &infrav1.MailgunCluster{})
+		errM := s.c.Get(s.ctx, client.ObjectKeyFromObject(machine), &clusterv1.Machine{})
+		errMM := s.c.Get(s.ctx, client.ObjectKeyFromObject(mm), &infrav1.MailgunMachine{})
+		return apierrors.IsNotFound(errMC) && apierrors.IsNotFound(errM) && apierrors.IsNotFound(errMM),
+			fmt.Sprintf("MailgunCluster: %v, Machine: %v, MailgunMachine: %v", errMC, errM, errMM)
+	})
+	if n := len(s.fake.MessagesWithVariable(mailer.VarMachine, ns+"/"+mm.Name)); n != 1 {
+		s.t.Errorf("%d machine emails after deletion, want 1", n)
+	}
+}
+
 // checkMetrics scrapes the operator's metrics endpoint from the node, with
 // the token of a ServiceAccount bound to the shipped metrics-reader role,
 // and without one.
@@ -691,8 +776,9 @@ func (s *suite) checkEmailsAfterUpgrade() {
 	if n := len(s.emailsFor(first)); n != 1 {
 		s.t.Errorf("%d emails for the cluster created before the upgrade, want 1", n)
 	}
-	if n := len(s.fake.Messages()); n != 2 {
-		s.t.Errorf("%d emails in total, want 2", n)
+	// first, builds and its machine before the upgrade; second after it.
+	if n := len(s.fake.Messages()); n != 4 {
+		s.t.Errorf("%d emails in total, want 4", n)
 	}
 }
 
