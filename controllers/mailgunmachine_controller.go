@@ -59,9 +59,14 @@ var mailgunMachineKind = send.Kind[*infrav1.MailgunMachine]{
 	SetProvisioned: func(mm *infrav1.MailgunMachine, provisioned bool) {
 		setProvisioned(&mm.Status.Initialization.Provisioned, provisioned)
 	},
-	// The provider ID goes into the email: it is fixed before the first
-	// attempt, and the apiserver refuses to change it afterwards.
-	Claimed: func(mm *infrav1.MailgunMachine) { mm.Spec.ProviderID = providerID(mm) },
+	// The provider ID goes into the email: it is fixed with the first
+	// attempt, and the apiserver refuses to change it afterwards. A moved
+	// or restored MailgunMachine (a new UID) keeps the one it has.
+	Claimed: func(mm *infrav1.MailgunMachine) {
+		if mm.Spec.ProviderID == "" {
+			mm.Spec.ProviderID = providerID(mm)
+		}
+	},
 	Copied: func(mm *infrav1.MailgunMachine) (string, string) {
 		if mm.Spec.ProviderID == "" {
 			return "", ""
@@ -163,8 +168,11 @@ func (r *MailgunMachineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 // Cluster's MailgunCluster, and follows its delivery.
 func (r *MailgunMachineReconciler) reconcileNormal(ctx context.Context, s *send.Scope[*infrav1.MailgunMachine],
 	machine *clusterv1.Machine, cluster *clusterv1.Cluster, identity *infrav1.MailgunClusterIdentityReference) (ctrl.Result, error) {
-	// Recorded with the acceptance, in the same status write.
-	s.Object.Status.FailureDomain = machine.Spec.FailureDomain
+	// The failure domain the email asks for; kept as it was once the
+	// email is accepted.
+	if !r.Kind.Accepted(s.Object) {
+		s.Object.Status.FailureDomain = machine.Spec.FailureDomain
+	}
 	return r.EnsureSent(ctx, s, identity, machineEmail(s.Object, machine, cluster))
 }
 
@@ -177,6 +185,8 @@ func machineNotReady(mm *infrav1.MailgunMachine, machine *clusterv1.Machine, clu
 		return infrav1.WaitingForClusterAPIReason, "Cluster API is not installed (the apiserver does not serve its Machine and Cluster kinds); waiting for it"
 	case machine == nil:
 		return infrav1.WaitingForMachineReason, "waiting for a Machine to own this MailgunMachine (Cluster API sets the owner reference)"
+	case !machine.DeletionTimestamp.IsZero() || (cluster != nil && !cluster.DeletionTimestamp.IsZero()):
+		return infrav1.WaitingForMachineReason, fmt.Sprintf("the Machine %s or its Cluster is being deleted; nothing is sent", machine.Name)
 	}
 	ref := machine.Spec.InfrastructureRef
 	switch {
@@ -206,7 +216,7 @@ func machineEmail(mm *infrav1.MailgunMachine, machine *clusterv1.Machine, cluste
 	if ep := cluster.Spec.ControlPlaneEndpoint; ep.IsValid() {
 		endpoint = ep.String()
 	}
-	return mailer.MachineEmail{
+	email := mailer.MachineEmail{
 		Priority:             string(mm.Spec.Priority),
 		Cluster:              klog.KObj(cluster).String(),
 		Machine:              klog.KObj(machine).String(),
@@ -217,11 +227,15 @@ func machineEmail(mm *infrav1.MailgunMachine, machine *clusterv1.Machine, cluste
 		MachineSet:           machine.Labels[clusterv1.MachineSetNameLabel],
 		Version:              machine.Spec.Version,
 		FailureDomain:        machine.Spec.FailureDomain,
-		ProviderID:           providerID(mm),
 		BootstrapSecret:      mm.Namespace + "/" + ptr.Deref(machine.Spec.Bootstrap.DataSecretName, ""),
 		ControlPlaneEndpoint: endpoint,
 		Request:              mm.Spec.Request,
-	}.Email
+	}
+	return func(messageID string) mailer.Request {
+		// Read at send time: the claim right before it sets the provider ID.
+		email.ProviderID = mm.Spec.ProviderID
+		return email.Email(messageID)
+	}
 }
 
 func (r *MailgunMachineReconciler) reconcileDelete(s *send.Scope[*infrav1.MailgunMachine]) (ctrl.Result, error) {

@@ -68,6 +68,8 @@ func TestMachineNotReadyFollowsClusterAPIsOrder(t *testing.T) {
 		{"worker without bootstrap data", machine(noData), cluster(true, true), true, true, infrav1.WaitingForBootstrapDataReason},
 		{"control plane machine without bootstrap data", machine(noData, controlPlaneMachine), cluster(true, false), true, true,
 			infrav1.WaitingForBootstrapDataReason},
+		{"Machine being deleted", machine(func(m *clusterv1.Machine) { m.DeletionTimestamp = ptr.To(metav1.Now()) }), cluster(true, true), true, true,
+			infrav1.WaitingForMachineReason},
 		{"everything there", machine(), cluster(true, false), true, true, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -95,5 +97,22 @@ func TestClusterAPIServedNeedsEveryKind(t *testing.T) {
 	mapper.Add(clusterv1.GroupVersion.WithKind("Machine"), meta.RESTScopeNamespace)
 	if served, err := clusterAPIServed(mapper, clusterGroupKind, machineGroupKind); !served || err != nil {
 		t.Errorf("both served: served=%v err=%v, want served", served, err)
+	}
+}
+
+// TestClaimKeepsAMovedMachinesProviderID: clusterctl move and a restore
+// give a MailgunMachine a new UID; a claim made after (a dropped pending
+// attempt, a resend) keeps the provider ID it has, which the apiserver
+// refuses to change, rather than write one from the new UID.
+func TestClaimKeepsAMovedMachinesProviderID(t *testing.T) {
+	mm := &infrav1.MailgunMachine{ObjectMeta: metav1.ObjectMeta{UID: "new-uid"}}
+	mailgunMachineKind.Claimed(mm)
+	if mm.Spec.ProviderID != "mailgun://new-uid" {
+		t.Errorf("first claim: provider ID %q, want mailgun://new-uid", mm.Spec.ProviderID)
+	}
+	mm.Spec.ProviderID = "mailgun://old-uid"
+	mailgunMachineKind.Claimed(mm)
+	if mm.Spec.ProviderID != "mailgun://old-uid" {
+		t.Errorf("claim after a move: provider ID %q, want the kept mailgun://old-uid", mm.Spec.ProviderID)
 	}
 }
