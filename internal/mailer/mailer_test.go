@@ -200,8 +200,11 @@ func TestPoolReusesConnectionsAcrossClients(t *testing.T) {
 	if got := len(fake.Messages()); got != workers*sendsEach {
 		t.Fatalf("fake got %d messages, want %d", got, workers*sendsEach)
 	}
-	if got := fake.Connections(); got > workers {
-		t.Errorf("%d sends by %d workers opened %d connections, want at most %d", workers*sendsEach, workers, got, workers)
+	// Without reuse every send opens its own (20). With it, about one per
+	// worker: net/http may dial one more while a busy connection is being
+	// handed back (CI saw 5 under load), so the bound leaves that room.
+	if got := fake.Connections(); got > 2*workers {
+		t.Errorf("%d sends by %d workers opened %d connections, want at most %d", workers*sendsEach, workers, got, 2*workers)
 	}
 }
 
