@@ -120,7 +120,7 @@ node-down: ## Stop the single-node test cluster and check that nothing of it is 
 FAULTS_TIMEOUT ?= 30m
 
 .PHONY: test-faults
-test-faults: controlplane ## 300 MailgunClusters through crashes, freezes, a flaky Mailgun and apiserver, copies and an outage; side by side, 10 minutes of refused connections, 429 without hints, lagging events and reused resend values at the shipped flags: exactly one email each, bounded cost (logs in bin/faults-logs).
+test-faults: controlplane ## 300 MailgunClusters and 100 MailgunMachines through crashes, freezes, a flaky Mailgun and apiserver, copies and an outage; side by side, 10 minutes of refused connections, 429 without hints, lagging events and reused resend values at the shipped flags: exactly one email each, bounded cost (logs in bin/faults-logs).
 	go build -o $(LOCALBIN)/manager .
 	rm -rf $(LOCALBIN)/faults-logs
 	KUBEBUILDER_ASSETS="$$(hack/build-controlplane.sh)" MANAGER=$(LOCALBIN)/manager FAULTS_LOG_DIR=$(LOCALBIN)/faults-logs \

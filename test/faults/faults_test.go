@@ -17,8 +17,8 @@ limitations under the License.
 */
 
 // Package faults runs the manager binary through crashes, a flaky Mailgun
-// and a flaky apiserver, and checks that every MailgunCluster still gets
-// exactly one email. Run it with `make test-faults`.
+// and a flaky apiserver, and checks that every MailgunCluster and
+// MailgunMachine still gets exactly one email. Run it with `make test-faults`.
 package faults
 
 import (
@@ -38,13 +38,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/apiproxy"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/mailgunfake"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/poll"
@@ -183,7 +182,8 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 		return nil
 	})
 
-	// 30% of the operator's writes to MailgunClusters fail; a third of those
+	// 30% of the operator's writes to MailgunClusters and MailgunMachines
+	// fail; a third of those
 	// are applied by the apiserver and only the answer is lost.
 	proxy, err := apiproxy.Start(env.Config, apiproxy.Options{Seed: seed, FailRate: 0.30, LostRate: 0.10})
 	if err != nil {
@@ -258,30 +258,24 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 			victim.start(t, bin)
 		}
 	}()
-	create := func(name string, annotations map[string]string) {
-		t.Helper()
-		cluster := testenv.ClusterFor(ns, name)
-		if err := c.Create(ctx, cluster); err != nil {
-			t.Fatal(err)
-		}
-		mc := &infrav1.MailgunCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: annotations,
-				OwnerReferences: []metav1.OwnerReference{testenv.OwnerRef(cluster)}},
-			Spec: infrav1.MailgunClusterSpec{Priority: infrav1.PriorityUrgent, Request: "cluster " + name, Requester: "ops@example.com"},
-		}
-		if err := c.Create(ctx, mc); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// Every third cluster has a control-plane machine: both kinds meet the
+	// same faults through the one send path.
+	objs := objects{ctx: ctx, t: t, c: c, ns: ns}
+	machines := 0
 	for i := range n {
-		create(fmt.Sprintf("mc-%03d", i), nil)
+		name := fmt.Sprintf("mc-%03d", i)
+		objs.cluster(name, nil)
+		if i%3 == 0 {
+			objs.machine(name, name+"-cp", nil)
+			machines++
+		}
 		if i%20 == 0 {
 			time.Sleep(time.Second) // spread creations across the chaos window
 		}
 	}
 	// Copies of objects with another one's send record, as GitOps or a
 	// restore under a new name makes them: each must send its own email.
-	copies := createCopies(ctx, t, c, ns, 20, create)
+	copies := createCopies(ctx, t, objs, 20)
 	<-chaosCtx.Done()
 	b := <-chaos
 	t.Logf("chaos over: %d manager kills, %d freezes; apiserver writes %d (refused %d, applied-then-failed %d); Mailgun sends %d",
@@ -299,26 +293,28 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 	domains0 := fake.DomainRequests()
 	outage.Store(true)
 	for i := range outageObjects {
-		create(fmt.Sprintf("outage-%d", i), nil)
+		name := fmt.Sprintf("outage-%d", i)
+		objs.cluster(name, nil)
+		objs.machine(name, name+"-cp", nil)
+		machines++
 	}
 	time.Sleep(outageLen)
 	outage.Store(false)
 	// The delivery tracker keeps reading the events of the accepted
 	// objects meanwhile; count only the new objects' lookups.
 	sends1, lookups1 := fake.Requests()
-	lookups := 0
-	for i := range outageObjects {
-		mc := &infrav1.MailgunCluster{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("outage-%d", i)}, mc); err != nil {
-			t.Fatal(err)
+	lookups, outageSendObjects := 0, 0
+	for _, o := range listSendObjects(ctx, t, c, ns) {
+		if strings.HasPrefix(o.name, "outage-") {
+			lookups += fake.EventRequestsFor(o.annotations[infrav1.MessageIDAnnotation])
+			outageSendObjects++
 		}
-		lookups += fake.EventRequestsFor(mc.Annotations[infrav1.MessageIDAnnotation])
 	}
 	domains := fake.DomainRequests() - domains0
 	calls := sends1 - sends0 + lookups + domains
 	t.Logf("during a %s Mailgun outage, %d new objects cost %d Mailgun calls (%d sends, %d event lookups, %d domain checks): %.1f each; "+
 		"%d events requests in all, with the delivery tracker's reads",
-		outageLen, outageObjects, calls, sends1-sends0, lookups, domains, float64(calls)/outageObjects, lookups1-lookups0)
+		outageLen, outageSendObjects, calls, sends1-sends0, lookups, domains, float64(calls)/float64(outageSendObjects), lookups1-lookups0)
 	// Waits of 1s, 2s, 4s, ... up to the cap: one call per wait that fits
 	// in the outage, plus the first call and the domain check; twice that
 	// leaves room for restarts of the leader.
@@ -326,39 +322,41 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 	for at, wait := time.Duration(0), time.Second; at <= outageLen; at, wait = at+wait, min(2*wait, chaosMaxBackoff) {
 		tries++
 	}
-	if limit := 2 * outageObjects * (tries + 1); calls > limit {
+	if limit := 2 * outageSendObjects * (tries + 1); calls > limit {
 		t.Errorf("%d Mailgun calls during the outage, want at most %d", calls, limit)
 	}
 	// An object's next try may be up to --mailgun-max-backoff away when
 	// the outage ends, and as much again for each try that meets a fault.
 	converge(ctx, t, c, ns, "the outage ended", 6*time.Minute)
 
-	// Exactly one accepted email per object, and it is the one recorded.
-	list := &infrav1.MailgunClusterList{}
-	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	duplicates, lost := 0, 0
-	for _, mc := range list.Items {
+	// Exactly one accepted email per object, of either kind, and it is the
+	// one recorded.
+	list := listSendObjects(ctx, t, c, ns)
+	duplicates, lost, perKind := 0, 0, map[string]int{}
+	for _, o := range list {
+		perKind[o.kind]++
 		var ids []string
-		for _, m := range fake.MessagesWithVariable(mailer.VarCluster, ns+"/"+mc.Name) {
+		for _, m := range fake.MessagesWithVariable(o.variable, ns+"/"+o.name) {
 			ids = append(ids, m.ID)
 		}
 		switch {
 		case len(ids) == 0:
 			lost++
-			t.Errorf("%s: no email", mc.Name)
+			t.Errorf("%s %s: no email", o.kind, o.name)
 		case len(ids) > 1:
 			duplicates++
-			t.Errorf("%s: %d emails: %v", mc.Name, len(ids), ids)
-		case mc.Status.MessageID != ids[0] || mc.Annotations[infrav1.AcceptedMessageIDAnnotation] != ids[0]:
-			t.Errorf("%s: recorded status %q / annotation %q, sent %q", mc.Name, mc.Status.MessageID, mc.Annotations[infrav1.AcceptedMessageIDAnnotation], ids[0])
+			t.Errorf("%s %s: %d emails: %v", o.kind, o.name, len(ids), ids)
+		case o.messageID != ids[0] || o.annotations[infrav1.AcceptedMessageIDAnnotation] != ids[0]:
+			t.Errorf("%s %s: recorded status %q / annotation %q, sent %q", o.kind, o.name, o.messageID, o.annotations[infrav1.AcceptedMessageIDAnnotation], ids[0])
 		}
 	}
-	t.Logf("%d objects: %d duplicates, %d lost; %d emails accepted in total; %d sends withheld by the fence",
-		len(list.Items), duplicates, lost, len(fake.Messages()), countInLogs(t, logDir, "Retrying soon: not sending"))
-	if want := n + copies + outageObjects; len(list.Items) != want {
-		t.Errorf("%d MailgunClusters, want %d", len(list.Items), want)
+	t.Logf("%d objects (%v): %d duplicates, %d lost; %d emails accepted in total; %d sends withheld by the fence",
+		len(list), perKind, duplicates, lost, len(fake.Messages()), countInLogs(t, logDir, "Retrying soon: not sending"))
+	if want := n + outageObjects + copies.clusters; perKind["MailgunCluster"] != want {
+		t.Errorf("%d MailgunClusters, want %d", perKind["MailgunCluster"], want)
+	}
+	if want := machines + copies.machines; perKind["MailgunMachine"] != want {
+		t.Errorf("%d MailgunMachines, want %d", perKind["MailgunMachine"], want)
 	}
 
 	// The API key appears nowhere: logs, events, status, metrics.
@@ -424,33 +422,38 @@ func converge(ctx context.Context, t *testing.T, c client.Client, ns, after stri
 	}
 }
 
-// createCopies creates up to max objects that carry the send record of an
-// object already accepted, under names of their own, and returns how many.
-func createCopies(ctx context.Context, t *testing.T, c client.Client, ns string, maxCopies int, create func(string, map[string]string)) int {
+// copies counts the copies createCopies made, per kind.
+type copies struct{ clusters, machines int }
+
+// createCopies creates, for up to half of maxCopies accepted objects of each
+// kind, a copy that carries its send record under a name of its own, as
+// GitOps or a restore under a new name makes them: each copy must send an
+// email of its own. A copied MailgunMachine belongs to the original's
+// Cluster.
+func createCopies(ctx context.Context, t *testing.T, objs objects, maxCopies int) copies {
 	t.Helper()
-	list := &infrav1.MailgunClusterList{}
-	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	copies := 0
-	for _, mc := range list.Items {
-		if copies == maxCopies {
-			break
-		}
-		if mc.Annotations[infrav1.AcceptedMessageIDAnnotation] == "" {
+	var made copies
+	for _, o := range listSendObjects(ctx, t, objs.c, objs.ns) {
+		if o.annotations[infrav1.AcceptedMessageIDAnnotation] == "" {
 			continue
 		}
 		record := map[string]string{}
-		for k, v := range mc.Annotations {
+		for k, v := range o.annotations {
 			if strings.HasPrefix(k, "mailgun.infrastructure.cluster.x-k8s.io/") {
 				record[k] = v
 			}
 		}
-		create("copy-of-"+mc.Name, record)
-		copies++
+		switch {
+		case o.kind == "MailgunCluster" && made.clusters < maxCopies/2:
+			objs.cluster("copy-of-"+o.name, record)
+			made.clusters++
+		case o.kind == "MailgunMachine" && made.machines < maxCopies/2:
+			objs.machine(o.cluster, "copy-of-"+o.name, record)
+			made.machines++
+		}
 	}
-	t.Logf("created %d copies of accepted objects' send records", copies)
-	return copies
+	t.Logf("created copies of accepted objects' send records: %d MailgunClusters, %d MailgunMachines", made.clusters, made.machines)
+	return made
 }
 
 func sendCount(f *mailgunfake.Server) int {
@@ -458,23 +461,19 @@ func sendCount(f *mailgunfake.Server) int {
 	return sends
 }
 
+// notConverged describes the objects of either kind in ns that do not
+// record an accepted email yet.
 func notConverged(ctx context.Context, t *testing.T, c client.Client, ns string) []string {
-	list := &infrav1.MailgunClusterList{}
-	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, mc := range list.Items {
-		if conditions.IsTrue(&mc, infrav1.ReadyCondition) && mc.Status.MessageID != "" &&
-			mc.Annotations[infrav1.AcceptedMessageIDAnnotation] == mc.Status.MessageID {
+	for _, o := range listSendObjects(ctx, t, c, ns) {
+		if o.recorded() {
 			continue
 		}
-		c := conditions.Get(&mc, infrav1.EmailSentCondition)
 		state := "no EmailSent condition"
-		if c != nil {
+		if c := meta.FindStatusCondition(o.conditions, infrav1.EmailSentCondition); c != nil {
 			state = fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
 		}
-		out = append(out, mc.Name+": "+state)
+		out = append(out, o.kind+" "+o.name+": "+state)
 	}
 	return out
 }
@@ -496,7 +495,7 @@ func countInLogs(t *testing.T, logDir, s string) int {
 	return n
 }
 
-func checkKeyNowhere(ctx context.Context, t *testing.T, c client.Client, ns, logDir string, replicas []*replica, list *infrav1.MailgunClusterList) {
+func checkKeyNowhere(ctx context.Context, t *testing.T, c client.Client, ns, logDir string, replicas []*replica, list []sendObject) {
 	files, _ := filepath.Glob(filepath.Join(logDir, "replica*.log"))
 	if len(files) == 0 {
 		t.Errorf("no manager logs to check")
@@ -516,10 +515,10 @@ func checkKeyNowhere(ctx context.Context, t *testing.T, c client.Client, ns, log
 			t.Errorf("the API key appears in event %s", e.Name)
 		}
 	}
-	for _, mc := range list.Items {
-		for _, cond := range mc.Status.Conditions {
+	for _, o := range list {
+		for _, cond := range o.conditions {
 			if strings.Contains(cond.Message, apiKey) {
-				t.Errorf("the API key appears in a condition of %s", mc.Name)
+				t.Errorf("the API key appears in a condition of %s %s", o.kind, o.name)
 			}
 		}
 	}

@@ -16,7 +16,8 @@ limitations under the License.
 
 // Package apiproxy is a loopback reverse proxy in front of kube-apiserver for
 // the fault and load suites. It authenticates to the apiserver on the
-// clients' behalf, counts the writes to MailgunClusters, and can fail a
+// clients' behalf, counts the writes to MailgunClusters and MailgunMachines
+// (the objects the operator sends for), and can fail a
 // share of them: some refused before reaching the apiserver, some applied
 // and then answered with an error, like a response lost on the way back.
 package apiproxy
@@ -43,7 +44,8 @@ import (
 type Options struct {
 	// Seed makes the failures reproducible.
 	Seed uint64
-	// FailRate is the share of MailgunCluster writes that fail.
+	// FailRate is the share of MailgunCluster and MailgunMachine writes
+	// that fail.
 	FailRate float64
 	// LostRate is the share of writes applied but answered with an error;
 	// it is part of FailRate.
@@ -59,10 +61,10 @@ type Proxy struct {
 
 	mu  sync.Mutex
 	rng *rand.Rand
-	// writesTo counts the writes per MailgunCluster, "<namespace>/<name>".
+	// writesTo counts the writes per object, "<namespace>/<name>".
 	writesTo map[string]int
 
-	// Writes counts PATCH/PUT requests to MailgunClusters (metadata and
+	// Writes counts PATCH/PUT requests to MailgunClusters and MailgunMachines (metadata and
 	// status); Refused and Lost the injected failures among them;
 	// Conflicts those the apiserver refused with 409 Conflict.
 	Writes, Refused, Lost, Conflicts atomic.Int64
@@ -121,7 +123,8 @@ func (p *Proxy) WriteKubeconfig(dir string) (string, error) {
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !isMailgunClusterWrite(r) {
+	object := writtenObject(r)
+	if object == "" {
 		p.proxy.ServeHTTP(w, r)
 		return
 	}
@@ -130,7 +133,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.writesTo == nil {
 		p.writesTo = map[string]int{}
 	}
-	p.writesTo[writtenObject(r)]++
+	p.writesTo[object]++
 	p.mu.Unlock()
 	if p.opts.FailRate == 0 {
 		p.proxy.ServeHTTP(&conflictCounter{ResponseWriter: w, conflicts: &p.Conflicts}, r)
@@ -168,28 +171,31 @@ func (c *conflictCounter) WriteHeader(code int) {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (c *conflictCounter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
-// WritesTo is how many writes reached the proxy for the MailgunCluster
-// namespace/name, metadata and status.
+// WritesTo is how many writes reached the proxy for the MailgunCluster or
+// MailgunMachine namespace/name, metadata and status.
 func (p *Proxy) WritesTo(namespace, name string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.writesTo[namespace+"/"+name]
 }
 
-// writtenObject is "<namespace>/<name>" of the MailgunCluster a write goes
-// to: .../namespaces/<namespace>/mailgunclusters/<name>[/status].
+// sendObjects are the resources the operator sends an email for.
+var sendObjects = map[string]bool{"mailgunclusters": true, "mailgunmachines": true}
+
+// writtenObject is "<namespace>/<name>" of the MailgunCluster or
+// MailgunMachine a write goes to, or "" for any other write:
+// .../namespaces/<namespace>/<resource>/<name>[/status].
 func writtenObject(r *http.Request) string {
+	if r.Method != http.MethodPatch && r.Method != http.MethodPut {
+		return ""
+	}
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	for i := 0; i+3 < len(parts); i++ {
-		if parts[i] == "namespaces" && parts[i+2] == "mailgunclusters" {
+		if parts[i] == "namespaces" && sendObjects[parts[i+2]] {
 			return parts[i+1] + "/" + parts[i+3]
 		}
 	}
 	return ""
-}
-
-func isMailgunClusterWrite(r *http.Request) bool {
-	return (r.Method == http.MethodPatch || r.Method == http.MethodPut) && strings.Contains(r.URL.Path, "/mailgunclusters/")
 }
 
 func injectedError(w http.ResponseWriter) {
