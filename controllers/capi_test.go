@@ -26,6 +26,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -355,6 +357,157 @@ func TestClusterAPIMachineDeploymentRequestsOneEmailPerMachine(t *testing.T) {
 	})
 	if n := len(h.fake.Messages()); n != 4 {
 		t.Errorf("%d emails after scaling down and deleting, want 4", n)
+	}
+	f.noBootstrapDataLeaked()
+	h.noErrorLogged()
+}
+
+// TestClusterAPIBootstrapConfigRefWaitsForBootstrapData: a MachineDeployment
+// whose machines' bootstrap data comes from a KubeadmConfigTemplate. Cluster
+// API's MachineSet clones a KubeadmConfig per Machine; its MailgunMachine
+// waits, first for the control plane, then for the bootstrap data, and is
+// sent exactly once when the test, acting as the bootstrap provider, sets
+// the config's data secret and Cluster API copies its name to the Machine.
+func TestClusterAPIBootstrapConfigRefWaitsForBootstrapData(t *testing.T) {
+	f := &machineFixture{harness: newHarness(t)}
+	f.startManager()
+	f.startClusterAPI(true)
+	h := f.harness
+
+	f.cluster = h.createCluster("prod")
+	if err := h.c.Create(h.ctx, newMailgunCluster(h.ns, "prod")); err != nil {
+		t.Fatalf("creating MailgunCluster: %v", err)
+	}
+	kubeadmConfigTemplate := &unstructured.Unstructured{}
+	kubeadmConfigTemplate.SetGroupVersionKind(schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmConfigTemplate"})
+	kubeadmConfigTemplate.SetNamespace(h.ns)
+	kubeadmConfigTemplate.SetName("workers")
+	if err := unstructured.SetNestedField(kubeadmConfigTemplate.Object, "cloud-config", "spec", "template", "spec", "format"); err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range []client.Object{
+		kubeadmConfigTemplate,
+		&infrav1.MailgunMachineTemplate{
+			ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "workers"},
+			Spec: infrav1.MailgunMachineTemplateSpec{Template: infrav1.MailgunMachineTemplateResource{
+				Spec: infrav1.MailgunMachineSpec{Priority: infrav1.PriorityUrgent},
+			}},
+		},
+	} {
+		if err := h.c.Create(h.ctx, obj); err != nil {
+			t.Fatalf("creating %T: %v", obj, err)
+		}
+	}
+	selector := map[string]string{clusterv1.ClusterNameLabel: "prod", clusterv1.MachineDeploymentNameLabel: "prod-workers"}
+	md := &clusterv1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "prod-workers", Labels: map[string]string{clusterv1.ClusterNameLabel: "prod"}},
+		Spec: clusterv1.MachineDeploymentSpec{
+			ClusterName: "prod",
+			Replicas:    ptr.To[int32](1),
+			Selector:    metav1.LabelSelector{MatchLabels: selector},
+			// What Cluster API's defaulting webhook would fill in.
+			Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
+				Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
+				RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
+					MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+				},
+			}},
+			Template: clusterv1.MachineTemplateSpec{
+				ObjectMeta: clusterv1.ObjectMeta{Labels: selector},
+				Spec: clusterv1.MachineSpec{
+					ClusterName: "prod",
+					Version:     "v1.36.0",
+					Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
+						APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfigTemplate", Name: "workers",
+					}},
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+						APIGroup: infrav1.GroupVersion.Group, Kind: "MailgunMachineTemplate", Name: "workers",
+					},
+				},
+			},
+		},
+	}
+	if err := h.c.Create(h.ctx, md); err != nil {
+		t.Fatalf("creating MachineDeployment: %v", err)
+	}
+
+	// The one Machine Cluster API creates, its KubeadmConfig and
+	// MailgunMachine, once the MailgunMachine's Ready reason is reason.
+	waitFor := func(reason string) (*clusterv1.Machine, *unstructured.Unstructured) {
+		t.Helper()
+		var machine *clusterv1.Machine
+		config := &unstructured.Unstructured{}
+		config.SetGroupVersionKind(schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmConfig"})
+		h.eventually(60*time.Second, "a Machine whose MailgunMachine waits with reason "+reason, func() (bool, string) {
+			machines := &clusterv1.MachineList{}
+			if err := h.c.List(h.ctx, machines, client.InNamespace(h.ns)); err != nil || len(machines.Items) != 1 {
+				return false, fmt.Sprintf("%d Machines (%v)", len(machines.Items), err)
+			}
+			machine = &machines.Items[0]
+			key := client.ObjectKey{Namespace: h.ns, Name: machine.Spec.Bootstrap.ConfigRef.Name}
+			if err := h.c.Get(h.ctx, key, config); err != nil {
+				return false, fmt.Sprintf("KubeadmConfig %s: %v", key.Name, err)
+			}
+			mm := &infrav1.MailgunMachine{}
+			if err := h.c.Get(h.ctx, client.ObjectKey{Namespace: h.ns, Name: machine.Spec.InfrastructureRef.Name}, mm); err != nil {
+				return false, fmt.Sprintf("MailgunMachine %s: %v", machine.Spec.InfrastructureRef.Name, err)
+			}
+			c := conditions.Get(mm, infrav1.ReadyCondition)
+			if c == nil {
+				return false, "no Ready condition"
+			}
+			return c.Reason == reason, fmt.Sprintf("Ready=%s %s: %s", c.Status, c.Reason, c.Message)
+		})
+		return machine, config
+	}
+	noMachineEmail := func(when string) {
+		t.Helper()
+		h.consistently(2*time.Second, "no machine email "+when, func() (bool, string) {
+			n := 0
+			for _, m := range h.fake.Messages() {
+				if m.Variables[mailer.VarMachine] != "" {
+					n++
+				}
+			}
+			return n == 0, fmt.Sprintf("%d machine emails", n)
+		})
+	}
+
+	// A worker's bootstrap data waits for the control plane.
+	waitFor(infrav1.WaitingForControlPlaneInitializedReason)
+	noMachineEmail("before the control plane is initialized")
+
+	// The Cluster has no control-plane provider; the test says what one
+	// would, and Cluster API's Cluster controller leaves it as it is.
+	f.setClusterStatus(true, true)
+	_, config := waitFor(infrav1.WaitingForBootstrapDataReason)
+	noMachineEmail("before the bootstrap data exists")
+
+	// The test acts as the kubeadm bootstrap provider: the data Secret, then
+	// the config's status, which Cluster API copies to the Machine.
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: config.GetName()},
+		Data:       map[string][]byte{"value": []byte("#cloud-config\njoin: " + bootstrapCanary)},
+	}
+	if err := h.c.Create(h.ctx, secret); err != nil {
+		t.Fatalf("creating the bootstrap Secret: %v", err)
+	}
+	if err := unstructured.SetNestedField(config.Object, secret.Name, "status", "dataSecretName"); err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(config.Object, true, "status", "initialization", "dataSecretCreated"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.Status().Update(h.ctx, config); err != nil {
+		t.Fatalf("setting the KubeadmConfig's data secret: %v", err)
+	}
+	machine, _ := waitFor(infrav1.EmailAcceptedReason)
+	emails := h.fake.MessagesWithVariable(mailer.VarMachine, h.ns+"/"+machine.Spec.InfrastructureRef.Name)
+	if len(emails) != 1 {
+		t.Fatalf("%d emails for the machine, want 1", len(emails))
+	}
+	if want := h.ns + "/" + secret.Name; !strings.Contains(emails[0].Text, want) {
+		t.Errorf("the email does not name the bootstrap Secret %s:\n%s", want, emails[0].Text)
 	}
 	f.noBootstrapDataLeaked()
 	h.noErrorLogged()

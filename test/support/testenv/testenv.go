@@ -16,8 +16,8 @@ limitations under the License.
 
 // Package testenv starts the real control plane the tests run against:
 // kube-apiserver and etcd built by `make controlplane` (see
-// hack/build-controlplane.sh), with this provider's CRDs and Cluster API's
-// core CRDs installed.
+// hack/build-controlplane.sh), with this provider's CRDs, Cluster API's core
+// CRDs and its kubeadm bootstrap provider's installed.
 package testenv
 
 import (
@@ -57,7 +57,7 @@ type Options struct {
 }
 
 // Start starts the control plane with this provider's CRDs and Cluster API's
-// core CRDs. It finds the binaries through KUBEBUILDER_ASSETS, else builds
+// (core and kubeadm bootstrap). It finds the binaries through KUBEBUILDER_ASSETS, else builds
 // or reuses them under bin/k8s/.
 func Start() (*Env, error) {
 	return StartWith(Options{})
@@ -117,8 +117,8 @@ func StartWith(o Options) (*Env, error) {
 	return &Env{Environment: env, Client: c, RepoRoot: root}, nil
 }
 
-// InstallClusterAPI installs Cluster API's core CRDs and waits until the
-// apiserver serves them.
+// InstallClusterAPI installs Cluster API's CRDs (core and kubeadm bootstrap)
+// and waits until the apiserver serves them.
 func (e *Env) InstallClusterAPI() error {
 	crds, err := clusterAPICRDs(e.RepoRoot)
 	if err != nil {
@@ -128,18 +128,36 @@ func (e *Env) InstallClusterAPI() error {
 	return err
 }
 
+// clusterAPICRDs returns Cluster API's core CRDs (Cluster, Machine, ...: its
+// Cluster controller lists all of them) and its kubeadm bootstrap
+// provider's (KubeadmConfig and KubeadmConfigTemplate, for Machines whose
+// bootstrap.configRef names them; the tests act as that provider).
 func clusterAPICRDs(root string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	capiDir, err := run(root, "go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-api")
 	if err != nil {
 		return nil, fmt.Errorf("locating the cluster-api module: %w", err)
 	}
-	return readCRDs(filepath.Join(strings.TrimSpace(capiDir), "core", "config", "crd", "bases"))
+	capiDir = strings.TrimSpace(capiDir)
+	core, err := readCRDs(filepath.Join(capiDir, "core", "config", "crd", "bases"))
+	if err != nil {
+		return nil, err
+	}
+	bootstrap, err := readCRDs(filepath.Join(capiDir, "bootstrap", "kubeadm", "config", "crd", "bases"))
+	if err != nil {
+		return nil, err
+	}
+	// The label naming the contract, which Cluster API reads before it
+	// reads a bootstrap config's status, is added by the provider's
+	// kustomization, not in these bases.
+	for _, crd := range bootstrap {
+		crd.Labels = map[string]string{"cluster.x-k8s.io/v1beta2": "v1beta2"}
+	}
+	return append(core, bootstrap...), nil
 }
 
-// readCRDs reads Cluster API's core CRDs (Cluster, Machine, ...: its
-// Cluster controller lists all of them) and drops their conversion webhooks:
-// they convert between API versions through a webhook of the core
-// controller, which the tests do not run, and the tests only use the
+// readCRDs reads the CRDs in dir and drops their conversion webhooks: they
+// convert between API versions through a webhook of Cluster API's
+// controllers, which the tests do not run, and the tests only use the
 // storage version.
 func readCRDs(dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
