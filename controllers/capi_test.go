@@ -239,33 +239,7 @@ func TestClusterAPIMachineDeploymentRequestsOneEmailPerMachine(t *testing.T) {
 			t.Fatalf("creating %T: %v", obj, err)
 		}
 	}
-	// What Cluster API's defaulting webhook would fill in is set by hand.
-	selector := map[string]string{clusterv1.ClusterNameLabel: "prod", clusterv1.MachineDeploymentNameLabel: "prod-workers"}
-	md := &clusterv1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "prod-workers", Labels: map[string]string{clusterv1.ClusterNameLabel: "prod"}},
-		Spec: clusterv1.MachineDeploymentSpec{
-			ClusterName: "prod",
-			Replicas:    ptr.To[int32](3),
-			Selector:    metav1.LabelSelector{MatchLabels: selector},
-			Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
-				Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
-				RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
-					MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
-				},
-			}},
-			Template: clusterv1.MachineTemplateSpec{
-				ObjectMeta: clusterv1.ObjectMeta{Labels: selector},
-				Spec: clusterv1.MachineSpec{
-					ClusterName: "prod",
-					Version:     "v1.36.0",
-					Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To("workers-bootstrap")},
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: infrav1.GroupVersion.Group, Kind: "MailgunMachineTemplate", Name: "workers",
-					},
-				},
-			},
-		},
-	}
+	md := workerDeployment(h.ns, 3, clusterv1.Bootstrap{DataSecretName: ptr.To("workers-bootstrap")})
 	if err := h.c.Create(h.ctx, md); err != nil {
 		t.Fatalf("creating MachineDeployment: %v", err)
 	}
@@ -398,35 +372,9 @@ func TestClusterAPIBootstrapConfigRefWaitsForBootstrapData(t *testing.T) {
 			t.Fatalf("creating %T: %v", obj, err)
 		}
 	}
-	selector := map[string]string{clusterv1.ClusterNameLabel: "prod", clusterv1.MachineDeploymentNameLabel: "prod-workers"}
-	md := &clusterv1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "prod-workers", Labels: map[string]string{clusterv1.ClusterNameLabel: "prod"}},
-		Spec: clusterv1.MachineDeploymentSpec{
-			ClusterName: "prod",
-			Replicas:    ptr.To[int32](1),
-			Selector:    metav1.LabelSelector{MatchLabels: selector},
-			// What Cluster API's defaulting webhook would fill in.
-			Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
-				Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
-				RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
-					MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
-				},
-			}},
-			Template: clusterv1.MachineTemplateSpec{
-				ObjectMeta: clusterv1.ObjectMeta{Labels: selector},
-				Spec: clusterv1.MachineSpec{
-					ClusterName: "prod",
-					Version:     "v1.36.0",
-					Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfigTemplate", Name: "workers",
-					}},
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: infrav1.GroupVersion.Group, Kind: "MailgunMachineTemplate", Name: "workers",
-					},
-				},
-			},
-		},
-	}
+	md := workerDeployment(h.ns, 1, clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
+		APIGroup: "bootstrap.cluster.x-k8s.io", Kind: "KubeadmConfigTemplate", Name: "workers",
+	}})
 	if err := h.c.Create(h.ctx, md); err != nil {
 		t.Fatalf("creating MachineDeployment: %v", err)
 	}
@@ -511,4 +459,37 @@ func TestClusterAPIBootstrapConfigRefWaitsForBootstrapData(t *testing.T) {
 	}
 	f.noBootstrapDataLeaked()
 	h.noErrorLogged()
+}
+
+// workerDeployment is the MachineDeployment prod-workers of Cluster prod:
+// replicas worker Machines whose infrastructure comes from the
+// MailgunMachineTemplate workers and whose bootstrap data from bootstrap.
+// What Cluster API's defaulting webhook would fill in is set by hand.
+func workerDeployment(ns string, replicas int32, bootstrap clusterv1.Bootstrap) *clusterv1.MachineDeployment {
+	selector := map[string]string{clusterv1.ClusterNameLabel: "prod", clusterv1.MachineDeploymentNameLabel: "prod-workers"}
+	return &clusterv1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prod-workers", Labels: map[string]string{clusterv1.ClusterNameLabel: "prod"}},
+		Spec: clusterv1.MachineDeploymentSpec{
+			ClusterName: "prod",
+			Replicas:    ptr.To(replicas),
+			Selector:    metav1.LabelSelector{MatchLabels: selector},
+			Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
+				Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
+				RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
+					MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+				},
+			}},
+			Template: clusterv1.MachineTemplateSpec{
+				ObjectMeta: clusterv1.ObjectMeta{Labels: selector},
+				Spec: clusterv1.MachineSpec{
+					ClusterName: "prod",
+					Version:     "v1.36.0",
+					Bootstrap:   bootstrap,
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+						APIGroup: infrav1.GroupVersion.Group, Kind: "MailgunMachineTemplate", Name: "workers",
+					},
+				},
+			},
+		},
+	}
 }
