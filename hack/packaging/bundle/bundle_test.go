@@ -19,9 +19,11 @@ package bundle_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -622,4 +624,84 @@ func TestPROJECTListsEveryAPIKind(t *testing.T) {
 	if !slices.Equal(listed, registered) {
 		t.Errorf("PROJECT lists %v; api/v1beta1 registers %v", listed, registered)
 	}
+}
+
+// TestOLMv1InstallerTouchesOnlyTheBundlesClusterRBAC: the installer
+// ServiceAccount of config/olmv1/installer.yaml may read, patch and delete
+// only the ClusterRoles and ClusterRoleBindings an install of this bundle
+// creates (creating, listing and watching cannot be limited by name), and
+// every one of them, so that an install or upgrade is not refused.
+func TestOLMv1InstallerTouchesOnlyTheBundlesClusterRBAC(t *testing.T) {
+	b := loadBundle(t)
+	want := map[string][]string{}
+	for _, obj := range b.Objects {
+		if obj.GetKind() == "ClusterRole" {
+			want["clusterroles"] = append(want["clusterroles"], obj.GetName())
+		}
+	}
+	for _, p := range b.CSV.Spec.InstallStrategy.StrategySpec.ClusterPermissions {
+		name := olmv1GeneratedName(t, b.CSV.Name+"-"+p.ServiceAccountName, p)
+		want["clusterroles"] = append(want["clusterroles"], name)
+		want["clusterrolebindings"] = append(want["clusterrolebindings"], name)
+	}
+
+	raw, err := os.ReadFile(repoPath(t, "config", "olmv1", "installer.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var installer *rbacv1.ClusterRole
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		role := &rbacv1.ClusterRole{}
+		if err := yaml.Unmarshal([]byte(doc), role); err != nil {
+			t.Fatalf("parsing installer.yaml: %v", err)
+		}
+		if role.Kind == "ClusterRole" {
+			installer = role
+		}
+	}
+	if installer == nil {
+		t.Fatal("installer.yaml has no ClusterRole")
+	}
+	got := map[string][]string{}
+	for _, r := range installer.Rules {
+		if !slices.Contains(r.APIGroups, rbacv1.GroupName) {
+			continue
+		}
+		for _, res := range r.Resources {
+			if res != "clusterroles" && res != "clusterrolebindings" {
+				continue
+			}
+			for _, verb := range r.Verbs {
+				if verb != "create" && verb != "list" && verb != "watch" && len(r.ResourceNames) == 0 {
+					t.Errorf("installer.yaml lets the installer %s every one of the cluster's %s; name the bundle's", verb, res)
+				}
+			}
+			got[res] = append(got[res], r.ResourceNames...)
+		}
+	}
+	for _, res := range []string{"clusterroles", "clusterrolebindings"} {
+		slices.Sort(want[res])
+		slices.Sort(got[res])
+		if !slices.Equal(got[res], want[res]) {
+			t.Errorf("installer.yaml names the %s %v; an install of the bundle creates %v", res, got[res], want[res])
+		}
+	}
+}
+
+// olmv1GeneratedName is the name OLM v1's operator-controller (v1.5.1:
+// DefaultUniqueNameGenerator) gives the ClusterRole and ClusterRoleBinding
+// it makes of a CSV's clusterPermissions entry p: base, cut so that the
+// name fits in 63 characters, a dash, and the base-36 SHA-224 of p's JSON.
+// It changes whenever the entry's rules do.
+func olmv1GeneratedName(t *testing.T, base string, p v1alpha1.StrategyDeploymentPermissions) string {
+	t.Helper()
+	h := sha256.New224()
+	if err := json.NewEncoder(h).Encode(p); err != nil {
+		t.Fatal(err)
+	}
+	suffix := new(big.Int).SetBytes(h.Sum(nil)).Text(36)
+	if len(base)+len(suffix) > 63 {
+		base = base[:63-len(suffix)-1]
+	}
+	return base + "-" + suffix
 }
