@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -83,8 +84,14 @@ func envOr(key, fallback string) string {
 
 // Options configure the operator; BindFlags maps them to command-line flags.
 type Options struct {
-	MetricsBindAddress      string
-	SecureMetrics           bool
+	MetricsBindAddress string
+	SecureMetrics      bool
+	// MetricsCertPath is the directory of the metrics endpoint's serving
+	// certificate (MetricsCertName) and key (MetricsCertKey), reloaded when
+	// they change; empty serves a self-signed certificate.
+	MetricsCertPath         string
+	MetricsCertName         string
+	MetricsCertKey          string
 	EnableHTTP2             bool
 	HealthProbeBindAddress  string
 	LeaderElect             bool
@@ -149,6 +156,8 @@ func DefaultOptions() Options {
 	return Options{
 		MetricsBindAddress:     ":8443",
 		SecureMetrics:          true,
+		MetricsCertName:        "tls.crt",
+		MetricsCertKey:         "tls.key",
 		HealthProbeBindAddress: ":8081",
 		LeaderElectionID:       "capmg-controller-manager.infrastructure.cluster.x-k8s.io",
 		LeaseDuration:          15 * time.Second,
@@ -179,6 +188,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Address the metrics endpoint binds to; \"0\" disables it.")
 	fs.BoolVar(&o.SecureMetrics, "metrics-secure", o.SecureMetrics,
 		"Serve metrics over HTTPS, authenticated and authorized through the apiserver.")
+	fs.StringVar(&o.MetricsCertPath, "metrics-cert-path", o.MetricsCertPath,
+		"Directory of the metrics endpoint's serving certificate and key (e.g. a cert-manager or service CA Secret mounted there), reloaded when they change; empty serves a self-signed certificate.")
+	fs.StringVar(&o.MetricsCertName, "metrics-cert-name", o.MetricsCertName, "File name of the metrics serving certificate in --metrics-cert-path.")
+	fs.StringVar(&o.MetricsCertKey, "metrics-cert-key", o.MetricsCertKey, "File name of the metrics serving key in --metrics-cert-path.")
 	fs.BoolVar(&o.EnableHTTP2, "enable-http2", o.EnableHTTP2,
 		"Allow HTTP/2 on the metrics endpoint. Off by default: HTTP/2 Rapid Reset (CVE-2023-44487) and Stream Cancellation (CVE-2023-39325).")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
@@ -244,6 +257,18 @@ func (o *Options) Validate() error {
 		o.DeliveryPollInterval <= 0 || o.DeliveryTrackingTimeout <= 0 || o.CredentialsCheckInterval <= 0 {
 		return fmt.Errorf("--mailgun-timeout, --send-settle-time, --mailgun-recheck-interval, --mailgun-max-backoff, --delivery-poll-interval, " +
 			"--delivery-tracking-timeout and --credentials-check-interval must be positive")
+	}
+	if o.MetricsCertPath != "" {
+		if !o.SecureMetrics {
+			return fmt.Errorf("--metrics-cert-path is set but --metrics-secure=false: the metrics endpoint serves plain HTTP")
+		}
+		// Without these files the endpoint would quietly fall back to a
+		// self-signed certificate that scrapers verifying TLS refuse.
+		for _, name := range []string{o.MetricsCertName, o.MetricsCertKey} {
+			if _, err := os.Stat(filepath.Join(o.MetricsCertPath, name)); err != nil {
+				return fmt.Errorf("--metrics-cert-path %s: the metrics serving certificate or key (--metrics-cert-name, --metrics-cert-key) cannot be read: %w", o.MetricsCertPath, err)
+			}
+		}
 	}
 	if in := o.sendInFlight(); o.SettleTime <= in {
 		return fmt.Errorf("--send-settle-time (%s) must be longer than a send can be in flight after its claim, %s "+
@@ -442,14 +467,7 @@ func managerOptions(ctx context.Context, o Options, scheme *runtime.Scheme) ctrl
 		}
 	}
 
-	metricsOptions := metricsserver.Options{
-		BindAddress:   o.MetricsBindAddress,
-		SecureServing: o.SecureMetrics,
-		TLSOpts:       []func(*tls.Config){metricsTLS(o.EnableHTTP2)},
-	}
-	if o.SecureMetrics {
-		metricsOptions.FilterProvider = filters.WithAuthenticationAndAuthorization
-	}
+	metricsOptions := o.metricsOptions()
 
 	leaderElectionNamespace := o.LeaderElectionNamespace
 	if leaderElectionNamespace == "" {
@@ -564,6 +582,24 @@ func checkConfig(ctx context.Context, source *config.Source, creds *credentials)
 // readinessMailgunTimeout bounds the domain lookup of a readiness check,
 // under the 1s default timeout of a probe.
 const readinessMailgunTimeout = 900 * time.Millisecond
+
+// metricsOptions serve the metrics endpoint: over HTTPS behind the
+// apiserver's authentication and authorization when secure, with the
+// certificate in MetricsCertPath if given.
+func (o *Options) metricsOptions() metricsserver.Options {
+	opts := metricsserver.Options{
+		BindAddress:   o.MetricsBindAddress,
+		SecureServing: o.SecureMetrics,
+		TLSOpts:       []func(*tls.Config){metricsTLS(o.EnableHTTP2)},
+	}
+	if o.SecureMetrics {
+		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	if o.MetricsCertPath != "" {
+		opts.CertDir, opts.CertName, opts.KeyName = o.MetricsCertPath, o.MetricsCertName, o.MetricsCertKey
+	}
+	return opts
+}
 
 // metricsTLS hardens the metrics endpoint's TLS as the Cluster API and
 // kubebuilder scaffolds do: TLS 1.2 at least, and HTTP/1.1 only unless

@@ -69,6 +69,10 @@ func TestValidateRejects(t *testing.T) {
 		{"zero timeout", func(o *operator.Options) { o.MailgunTimeout = 0 }, "must be positive"},
 		{"negative request rate", func(o *operator.Options) { o.MailgunQPS = -1 }, "--mailgun-qps"},
 		{"request rate without a burst", func(o *operator.Options) { o.MailgunBurst = 0 }, "--mailgun-burst"},
+		{"metrics certificate directory without the files", func(o *operator.Options) { o.MetricsCertPath = "/nonexistent/certs" },
+			"--metrics-cert-path /nonexistent/certs: the metrics serving certificate or key"},
+		{"metrics certificate on plain HTTP", func(o *operator.Options) { o.MetricsCertPath, o.SecureMetrics = "/nonexistent/certs", false },
+			"--metrics-secure=false"},
 		{"settle time within the send timeout", func(o *operator.Options) {
 			o.MailgunTimeout, o.SettleTime = 30*time.Second, 30*time.Second
 		}, "--send-settle-time (30s) must be longer than"},

@@ -705,3 +705,76 @@ func olmv1GeneratedName(t *testing.T, base string, p v1alpha1.StrategyDeployment
 	}
 	return base + "-" + suffix
 }
+
+// TestServiceMonitorMatchesTheMetricsService: the ServiceMonitor of
+// config/prometheus selects the metrics Service config/default installs,
+// scrapes its HTTPS port, and verifies the name that Service has in DNS.
+func TestServiceMonitorMatchesTheMetricsService(t *testing.T) {
+	decode := func(dir string) []*unstructured.Unstructured {
+		t.Helper()
+		raw, err := render.Kustomize(repoPath(t, "config", dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := render.Decode(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return objs
+	}
+	var monitor *unstructured.Unstructured
+	for _, obj := range decode("prometheus") {
+		if obj.GetKind() == "ServiceMonitor" {
+			monitor = obj
+		}
+	}
+	if monitor == nil {
+		t.Fatal("config/prometheus renders no ServiceMonitor")
+	}
+	selector, _, _ := unstructured.NestedStringMap(monitor.Object, "spec", "selector", "matchLabels")
+	endpoints, _, _ := unstructured.NestedSlice(monitor.Object, "spec", "endpoints")
+	if len(endpoints) != 1 {
+		t.Fatalf("ServiceMonitor has %d endpoints, want 1", len(endpoints))
+	}
+	endpoint, _ := endpoints[0].(map[string]any)
+	port, _, _ := unstructured.NestedString(endpoint, "port")
+	serverName, _, _ := unstructured.NestedString(endpoint, "tlsConfig", "serverName")
+	scheme, _, _ := unstructured.NestedString(endpoint, "scheme")
+
+	matched := 0
+	for _, obj := range decode("default") {
+		if obj.GetKind() != "Service" {
+			continue
+		}
+		labels := obj.GetLabels()
+		selected := len(selector) > 0
+		for k, v := range selector {
+			if labels[k] != v {
+				selected = false
+			}
+		}
+		if !selected {
+			continue
+		}
+		matched++
+		if obj.GetNamespace() != monitor.GetNamespace() {
+			t.Errorf("ServiceMonitor in %q, Service %s in %q: a ServiceMonitor selects Services of its own namespace", monitor.GetNamespace(), obj.GetName(), obj.GetNamespace())
+		}
+		if want := obj.GetName() + "." + obj.GetNamespace() + ".svc"; serverName != want {
+			t.Errorf("ServiceMonitor verifies the name %q, the Service is %q", serverName, want)
+		}
+		ports, _, _ := unstructured.NestedSlice(obj.Object, "spec", "ports")
+		found := false
+		for _, p := range ports {
+			if m, _ := p.(map[string]any); m["name"] == port {
+				found = true
+			}
+		}
+		if !found || scheme != "https" {
+			t.Errorf("ServiceMonitor scrapes port %q over %q; the Service's ports are %v, served over HTTPS", port, scheme, ports)
+		}
+	}
+	if matched != 1 {
+		t.Errorf("ServiceMonitor selector %v matches %d Services of config/default, want the metrics Service", selector, matched)
+	}
+}

@@ -1,0 +1,153 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package operator
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// TestMetricsServeTheConfiguredCertificate: with --metrics-cert-path, the
+// metrics endpoint presents the certificate found there, which a scraper
+// verifies with the CA that issued it (as Prometheus does with a
+// ServiceMonitor's tlsConfig.ca); without it, the self-signed one that no
+// CA vouches for.
+func TestMetricsServeTheConfiguredCertificate(t *testing.T) {
+	dir := t.TempDir()
+	ca := writeServingCert(t, dir, "serving.crt", "serving.key")
+	tests := []struct {
+		name       string
+		certPath   string
+		wantVerify bool
+	}{
+		{name: "certificate from --metrics-cert-path", certPath: dir, wantVerify: true},
+		{name: "no --metrics-cert-path: self-signed", certPath: "", wantVerify: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := DefaultOptions()
+			o.MetricsBindAddress = "127.0.0.1:0"
+			o.MetricsCertPath, o.MetricsCertName, o.MetricsCertKey = tt.certPath, "serving.crt", "serving.key"
+			if err := o.Validate(); err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+			// The apiserver the authentication filter would ask is never
+			// reached: only the TLS handshake is checked.
+			srv, err := metricsserver.NewServer(o.metricsOptions(), &rest.Config{Host: "https://127.0.0.1:1"}, http.DefaultClient)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- srv.Start(ctx) }()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("metrics server: %v", err)
+				}
+			}()
+			addr := boundAddr(t, srv)
+
+			conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca, ServerName: "capmg-controller-manager-metrics-service.capmg-system.svc", MinVersion: tls.VersionTLS12})
+			if conn != nil {
+				_ = conn.Close()
+			}
+			if (err == nil) != tt.wantVerify {
+				t.Errorf("TLS handshake verified with the CA: %v, want %v", err, tt.wantVerify)
+			}
+		})
+	}
+}
+
+// boundAddr waits, at most 10s, until srv listens, and returns its address.
+func boundAddr(t *testing.T, srv metricsserver.Server) string {
+	t.Helper()
+	s, ok := srv.(interface{ GetBindAddr() string })
+	if !ok {
+		t.Fatalf("%T does not tell its address", srv)
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if addr := s.GetBindAddr(); addr != "" && !strings.HasSuffix(addr, ":0") {
+			return addr
+		}
+	}
+	t.Fatal("the metrics server did not start listening within 10s")
+	return ""
+}
+
+// writeServingCert writes into dir a certificate for the metrics Service's
+// DNS name and its key, issued by a new CA, and returns that CA.
+func writeServingCert(t *testing.T, dir, certName, keyName string) *x509.CertPool {
+	t.Helper()
+	newKey := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	caKey, key := newKey(), newKey()
+	now := time.Now()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "capmg test CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "metrics"},
+		DNSNames: []string{"capmg-controller-manager-metrics-service.capmg-system.svc"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, block := range map[string]*pem.Block{certName: {Type: "CERTIFICATE", Bytes: der}, keyName: {Type: "EC PRIVATE KEY", Bytes: keyDER}} {
+		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(caCert)
+	return pool
+}
