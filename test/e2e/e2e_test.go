@@ -29,17 +29,10 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -81,6 +74,7 @@ import (
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/mailgunfake"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/testca"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/testenv"
 )
 
@@ -241,9 +235,9 @@ func TestInstallFromCatalogImage(t *testing.T) {
 	// HTTPS on the node's bridge with a certificate of a CA made here; the
 	// operator trusts that CA through the Subscription (see subscribe).
 	host, _, _ := strings.Cut(cfg.fakeAddr, ":")
-	cert, caPEM := testCA(t, host)
-	s := newSuite(ctx, t, cfg, cert)
-	s.caPEM = caPEM
+	issued := testca.Issue(t, nil, []net.IP{net.ParseIP(host)})
+	s := newSuite(ctx, t, cfg, issued.Cert)
+	s.caPEM = issued.CAPEM
 
 	s.runSteps(t, []step{
 		{name: "OLM runs in the cluster", run: s.installOLM},
@@ -989,42 +983,6 @@ func (s *suite) checkOperatorLogs() {
 }
 
 // --- helpers -------------------------------------------------------------------
-
-// testCA makes a CA and a serving certificate for the IP address host, and
-// returns the certificate and the CA in PEM.
-func testCA(t *testing.T, host string) (tls.Certificate, []byte) {
-	t.Helper()
-	newKey := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	caKey, key := newKey(), newKey()
-	now := time.Now()
-	ca := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "e2e Mailgun fake CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: host},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.ParseIP(host)},
-		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: key},
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
-}
 
 func (s *suite) applySample(namespace, name string) *infrav1.MailgunCluster {
 	cluster := &clusterv1.Cluster{}
