@@ -28,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -244,15 +245,7 @@ func TestClusterAPIMachineDeploymentRequestsOneEmailPerMachine(t *testing.T) {
 		t.Fatalf("creating MachineDeployment: %v", err)
 	}
 
-	machineEmails := func() int {
-		n := 0
-		for _, m := range h.fake.Messages() {
-			if m.Variables[mailer.VarMachine] != "" {
-				n++
-			}
-		}
-		return n
-	}
+	machineEmails := h.machineEmailCount
 	waitForMachines := func(n int) {
 		t.Helper()
 		h.eventually(90*time.Second, fmt.Sprintf("%d provisioned Machines with accepted MailgunMachines", n), func() (bool, string) {
@@ -411,12 +404,7 @@ func TestClusterAPIBootstrapConfigRefWaitsForBootstrapData(t *testing.T) {
 	noMachineEmail := func(when string) {
 		t.Helper()
 		h.consistently(2*time.Second, "no machine email "+when, func() (bool, string) {
-			n := 0
-			for _, m := range h.fake.Messages() {
-				if m.Variables[mailer.VarMachine] != "" {
-					n++
-				}
-			}
+			n := h.machineEmailCount()
 			return n == 0, fmt.Sprintf("%d machine emails", n)
 		})
 	}
@@ -440,13 +428,10 @@ func TestClusterAPIBootstrapConfigRefWaitsForBootstrapData(t *testing.T) {
 	if err := h.c.Create(h.ctx, secret); err != nil {
 		t.Fatalf("creating the bootstrap Secret: %v", err)
 	}
-	if err := unstructured.SetNestedField(config.Object, secret.Name, "status", "dataSecretName"); err != nil {
-		t.Fatal(err)
-	}
-	if err := unstructured.SetNestedField(config.Object, true, "status", "initialization", "dataSecretCreated"); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.c.Status().Update(h.ctx, config); err != nil {
+	// A merge patch of status: Cluster API's controllers write the config
+	// too, and an update from an older read would conflict.
+	dataSecret := []byte(fmt.Sprintf(`{"status":{"dataSecretName":%q,"initialization":{"dataSecretCreated":true}}}`, secret.Name))
+	if err := h.c.Status().Patch(h.ctx, config, client.RawPatch(types.MergePatchType, dataSecret)); err != nil {
 		t.Fatalf("setting the KubeadmConfig's data secret: %v", err)
 	}
 	machine, _ := waitFor(infrav1.EmailAcceptedReason)
@@ -492,4 +477,15 @@ func workerDeployment(ns string, replicas int32, bootstrap clusterv1.Bootstrap) 
 			},
 		},
 	}
+}
+
+// machineEmailCount is how many emails were sent for MailgunMachines.
+func (h *harness) machineEmailCount() int {
+	n := 0
+	for _, m := range h.fake.Messages() {
+		if m.Variables[mailer.VarMachine] != "" {
+			n++
+		}
+	}
+	return n
 }

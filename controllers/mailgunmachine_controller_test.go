@@ -64,14 +64,11 @@ func newMachineFixture(t *testing.T) *machineFixture {
 // setClusterStatus sets what Cluster API's Cluster controller would.
 func (f *machineFixture) setClusterStatus(infra, controlPlane bool) {
 	f.t.Helper()
-	cluster := &clusterv1.Cluster{}
-	if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(f.cluster), cluster); err != nil {
-		f.t.Fatalf("getting Cluster: %v", err)
-	}
-	cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(infra)
-	cluster.Status.Initialization.ControlPlaneInitialized = ptr.To(controlPlane)
-	if err := f.c.Status().Update(f.ctx, cluster); err != nil {
-		f.t.Fatalf("updating Cluster status: %v", err)
+	// A merge patch of status: with Cluster API's Cluster controller
+	// running, an update from an older read would conflict.
+	patch := []byte(fmt.Sprintf(`{"status":{"initialization":{"infrastructureProvisioned":%t,"controlPlaneInitialized":%t}}}`, infra, controlPlane))
+	if err := f.c.Status().Patch(f.ctx, f.cluster.DeepCopy(), client.RawPatch(types.MergePatchType, patch)); err != nil {
+		f.t.Fatalf("patching Cluster status: %v", err)
 	}
 }
 

@@ -88,7 +88,8 @@ type Options struct {
 	SecureMetrics      bool
 	// MetricsCertPath is the directory of the metrics endpoint's serving
 	// certificate (MetricsCertName) and key (MetricsCertKey), reloaded when
-	// they change; empty serves a self-signed certificate.
+	// they change; empty leaves controller-runtime's default (the files in
+	// $TMPDIR/k8s-metrics-server/serving-certs, else a self-signed one).
 	MetricsCertPath         string
 	MetricsCertName         string
 	MetricsCertKey          string
@@ -189,7 +190,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.SecureMetrics, "metrics-secure", o.SecureMetrics,
 		"Serve metrics over HTTPS, authenticated and authorized through the apiserver.")
 	fs.StringVar(&o.MetricsCertPath, "metrics-cert-path", o.MetricsCertPath,
-		"Directory of the metrics endpoint's serving certificate and key (e.g. a cert-manager or service CA Secret mounted there), reloaded when they change; empty serves a self-signed certificate.")
+		"Directory of the metrics endpoint's serving certificate and key (e.g. a cert-manager Secret mounted there), reloaded when they change; empty leaves controller-runtime's default: the files in $TMPDIR/k8s-metrics-server/serving-certs, else a self-signed certificate.")
 	fs.StringVar(&o.MetricsCertName, "metrics-cert-name", o.MetricsCertName, "File name of the metrics serving certificate in --metrics-cert-path.")
 	fs.StringVar(&o.MetricsCertKey, "metrics-cert-key", o.MetricsCertKey, "File name of the metrics serving key in --metrics-cert-path.")
 	fs.BoolVar(&o.EnableHTTP2, "enable-http2", o.EnableHTTP2,
@@ -262,12 +263,12 @@ func (o *Options) Validate() error {
 		if !o.SecureMetrics {
 			return fmt.Errorf("--metrics-cert-path is set but --metrics-secure=false: the metrics endpoint serves plain HTTP")
 		}
-		// Without these files the endpoint would quietly fall back to a
-		// self-signed certificate that scrapers verifying TLS refuse.
-		for _, name := range []string{o.MetricsCertName, o.MetricsCertKey} {
-			if _, err := os.Stat(filepath.Join(o.MetricsCertPath, name)); err != nil {
-				return fmt.Errorf("--metrics-cert-path %s: the metrics serving certificate or key (--metrics-cert-name, --metrics-cert-key) cannot be read: %w", o.MetricsCertPath, err)
-			}
+		// Without a usable pair the endpoint would fail only once started,
+		// or quietly fall back to a self-signed certificate that scrapers
+		// verifying TLS refuse.
+		cert, key := filepath.Join(o.MetricsCertPath, o.MetricsCertName), filepath.Join(o.MetricsCertPath, o.MetricsCertKey)
+		if _, err := tls.LoadX509KeyPair(cert, key); err != nil {
+			return fmt.Errorf("--metrics-cert-path %s: the metrics serving certificate and key (--metrics-cert-name, --metrics-cert-key) cannot be loaded: %w", o.MetricsCertPath, err)
 		}
 	}
 	if in := o.sendInFlight(); o.SettleTime <= in {

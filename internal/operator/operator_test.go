@@ -70,7 +70,7 @@ func TestValidateRejects(t *testing.T) {
 		{"negative request rate", func(o *operator.Options) { o.MailgunQPS = -1 }, "--mailgun-qps"},
 		{"request rate without a burst", func(o *operator.Options) { o.MailgunBurst = 0 }, "--mailgun-burst"},
 		{"metrics certificate directory without the files", func(o *operator.Options) { o.MetricsCertPath = "/nonexistent/certs" },
-			"--metrics-cert-path /nonexistent/certs: the metrics serving certificate or key"},
+			"--metrics-cert-path /nonexistent/certs: the metrics serving certificate and key"},
 		{"metrics certificate on plain HTTP", func(o *operator.Options) { o.MetricsCertPath, o.SecureMetrics = "/nonexistent/certs", false },
 			"--metrics-secure=false"},
 		{"settle time within the send timeout", func(o *operator.Options) {

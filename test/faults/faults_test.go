@@ -183,8 +183,8 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 	})
 
 	// 30% of the operator's writes to MailgunClusters and MailgunMachines
-	// fail; a third of those
-	// are applied by the apiserver and only the answer is lost.
+	// fail; a third of those are applied by the apiserver and only the
+	// answer is lost.
 	proxy, err := apiproxy.Start(env.Config, apiproxy.Options{Seed: seed, FailRate: 0.30, LostRate: 0.10})
 	if err != nil {
 		t.Fatal(err)
@@ -422,17 +422,19 @@ func converge(ctx context.Context, t *testing.T, c client.Client, ns, after stri
 	}
 }
 
-// copies counts the copies createCopies made, per kind.
-type copies struct{ clusters, machines int }
+// copyCounts counts the copies createCopies made, per kind.
+type copyCounts struct{ clusters, machines int }
 
-// createCopies creates, for up to half of maxCopies accepted objects of each
-// kind, a copy that carries its send record under a name of its own, as
-// GitOps or a restore under a new name makes them: each copy must send an
-// email of its own. A copied MailgunMachine belongs to the original's
-// Cluster.
-func createCopies(ctx context.Context, t *testing.T, objs objects, maxCopies int) copies {
+// createCopies creates, for up to half of maxCopies objects of each kind
+// accepted by then, an object of its own name that carries the original's
+// send-record annotations, as GitOps or a restore under a new name makes
+// them: each must send an email of its own. A MailgunMachine copy carries
+// the annotations only: one that also carries spec.providerID names the
+// original machine and sends nothing (TestCopiedMailgunMachineSendsNothing).
+// A copied MailgunMachine belongs to the original's Cluster.
+func createCopies(ctx context.Context, t *testing.T, objs objects, maxCopies int) copyCounts {
 	t.Helper()
-	var made copies
+	var made copyCounts
 	for _, o := range listSendObjects(ctx, t, objs.c, objs.ns) {
 		if o.annotations[infrav1.AcceptedMessageIDAnnotation] == "" {
 			continue

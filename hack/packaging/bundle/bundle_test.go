@@ -639,6 +639,12 @@ func TestOLMv1InstallerTouchesOnlyTheBundlesClusterRBAC(t *testing.T) {
 			want["clusterroles"] = append(want["clusterroles"], obj.GetName())
 		}
 	}
+	// Under AllNamespaces operator-controller makes a ClusterRole and
+	// binding of each namespaced permissions entry too; the CSV has none
+	// (its namespaced rules are the bundle's Roles).
+	if n := len(b.CSV.Spec.InstallStrategy.StrategySpec.Permissions); n > 0 {
+		t.Fatalf("the CSV has %d namespaced permissions entries: add the names operator-controller generates for them to this test and installer.yaml", n)
+	}
 	for _, p := range b.CSV.Spec.InstallStrategy.StrategySpec.ClusterPermissions {
 		name := olmv1GeneratedName(t, b.CSV.Name+"-"+p.ServiceAccountName, p)
 		want["clusterroles"] = append(want["clusterroles"], name)

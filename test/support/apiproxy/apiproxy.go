@@ -61,11 +61,13 @@ type Proxy struct {
 
 	mu  sync.Mutex
 	rng *rand.Rand
-	// writesTo counts the writes per object, "<namespace>/<name>".
+	// writesTo counts the writes per object, "<namespace>/<name>": a
+	// MailgunCluster and a MailgunMachine of one name share a count.
 	writesTo map[string]int
 
-	// Writes counts PATCH/PUT requests to MailgunClusters and MailgunMachines (metadata and
-	// status); Refused and Lost the injected failures among them;
+	// Writes counts PATCH/PUT requests to MailgunClusters and
+	// MailgunMachines (metadata and status); Refused and Lost the injected
+	// failures among them;
 	// Conflicts those the apiserver refused with 409 Conflict.
 	Writes, Refused, Lost, Conflicts atomic.Int64
 }
