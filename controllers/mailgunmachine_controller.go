@@ -26,7 +26,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -34,7 +33,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/send"
 )
 
@@ -84,11 +82,6 @@ var mailgunMachineKind = send.Kind[*infrav1.MailgunMachine]{
 		}
 		return pausedBy(mm, cluster) != "", nil
 	},
-}
-
-// providerID is the provider ID of mm's machine.
-func providerID(mm *infrav1.MailgunMachine) string {
-	return infrav1.ProviderIDPrefix + string(mm.UID)
 }
 
 // Writes are metadata merge patches (with spec.providerID in the claim) and
@@ -176,68 +169,6 @@ func (r *MailgunMachineReconciler) reconcileNormal(ctx context.Context, s *send.
 	return r.EnsureSent(ctx, s, identity, machineEmail(s.Object, machine, cluster))
 }
 
-// machineNotReady says what the MailgunMachine waits for before its email
-// may be sent, in the order Cluster API provides it; each wait ends with a
-// change the watches report.
-func machineNotReady(mm *infrav1.MailgunMachine, machine *clusterv1.Machine, cluster *clusterv1.Cluster, infraFound, clusterAPI bool) (reason, message string) {
-	switch {
-	case !clusterAPI:
-		return infrav1.WaitingForClusterAPIReason, "Cluster API is not installed (the apiserver does not serve its Machine and Cluster kinds); waiting for it"
-	case machine == nil:
-		return infrav1.WaitingForMachineReason, "waiting for a Machine to own this MailgunMachine (Cluster API sets the owner reference)"
-	case !machine.DeletionTimestamp.IsZero() || (cluster != nil && !cluster.DeletionTimestamp.IsZero()):
-		return infrav1.WaitingForMachineReason, fmt.Sprintf("the Machine %s or its Cluster is being deleted; nothing is sent", machine.Name)
-	}
-	ref := machine.Spec.InfrastructureRef
-	switch {
-	case ref.APIGroup != infrav1.GroupVersion.Group || ref.Kind != "MailgunMachine" || ref.Name != mm.Name:
-		return infrav1.NotMachineInfrastructureReason, fmt.Sprintf("the owner Machine %s names %s %s in spec.infrastructureRef, not this MailgunMachine; nothing is sent for it",
-			machine.Name, ref.Kind, ref.Name)
-	case cluster == nil:
-		return infrav1.WaitingForClusterReason, fmt.Sprintf("waiting for the Cluster named by label %s (%q)", clusterv1.ClusterNameLabel, mm.Labels[clusterv1.ClusterNameLabel])
-	case !infraFound || !ptr.Deref(cluster.Status.Initialization.InfrastructureProvisioned, false):
-		return infrav1.WaitingForClusterInfrastructureReason, fmt.Sprintf("waiting for the infrastructure of Cluster %s to be provisioned", cluster.Name)
-	case machine.Spec.Bootstrap.DataSecretName != nil:
-		return "", ""
-	case !util.IsControlPlaneMachine(machine) && !ptr.Deref(cluster.Status.Initialization.ControlPlaneInitialized, false):
-		return infrav1.WaitingForControlPlaneInitializedReason, fmt.Sprintf("waiting for the control plane of Cluster %s to be initialized before the worker's bootstrap data", cluster.Name)
-	}
-	return infrav1.WaitingForBootstrapDataReason, fmt.Sprintf("waiting for the bootstrap provider to set spec.bootstrap.dataSecretName of Machine %s", machine.Name)
-}
-
-// machineEmail is the request email of mm. It names the bootstrap data's
-// Secret and never reads it.
-func machineEmail(mm *infrav1.MailgunMachine, machine *clusterv1.Machine, cluster *clusterv1.Cluster) send.Email {
-	role := "worker"
-	if util.IsControlPlaneMachine(machine) {
-		role = "control-plane"
-	}
-	endpoint := ""
-	if ep := cluster.Spec.ControlPlaneEndpoint; ep.IsValid() {
-		endpoint = ep.String()
-	}
-	email := mailer.MachineEmail{
-		Priority:             string(mm.Spec.Priority),
-		Cluster:              klog.KObj(cluster).String(),
-		Machine:              klog.KObj(machine).String(),
-		Object:               klog.KObj(mm).String(),
-		UID:                  string(mm.UID),
-		Role:                 role,
-		MachineDeployment:    machine.Labels[clusterv1.MachineDeploymentNameLabel],
-		MachineSet:           machine.Labels[clusterv1.MachineSetNameLabel],
-		Version:              machine.Spec.Version,
-		FailureDomain:        machine.Spec.FailureDomain,
-		BootstrapSecret:      mm.Namespace + "/" + ptr.Deref(machine.Spec.Bootstrap.DataSecretName, ""),
-		ControlPlaneEndpoint: endpoint,
-		Request:              mm.Spec.Request,
-	}
-	return func(messageID string) mailer.Request {
-		// Read at send time: the claim right before it sets the provider ID.
-		email.ProviderID = mm.Spec.ProviderID
-		return email.Email(messageID)
-	}
-}
-
 func (r *MailgunMachineReconciler) reconcileDelete(s *send.Scope[*infrav1.MailgunMachine]) (ctrl.Result, error) {
 	mm := s.Object
 	// Nothing is sent: whoever built the machine takes it down by hand,
@@ -245,8 +176,7 @@ func (r *MailgunMachineReconciler) reconcileDelete(s *send.Scope[*infrav1.Mailgu
 	send.SetEmailSent(mm, metav1.ConditionFalse, infrav1.DeletingReason, "the MailgunMachine is being deleted")
 	r.Forget(client.ObjectKeyFromObject(mm))
 	if controllerutil.RemoveFinalizer(mm, infrav1.MachineFinalizer) {
-		r.Recorder.Eventf(mm, nil, corev1.EventTypeNormal, "Deleted", "Delete",
-			"MailgunMachine deleted: decommission machine %s (request email %q) by hand", mm.Spec.ProviderID, r.Kind.RecordedMessageID(mm))
+		r.Recorder.Eventf(mm, nil, corev1.EventTypeNormal, "Deleted", "Delete", "%s", machineDeletedMessage(mm, r.Kind.RecordedMessageID(mm)))
 	}
 	return ctrl.Result{}, nil
 }

@@ -17,6 +17,7 @@ limitations under the License.
 package controllers
 
 import (
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -114,5 +115,40 @@ func TestClaimKeepsAMovedMachinesProviderID(t *testing.T) {
 	mailgunMachineKind.Claimed(mm)
 	if mm.Spec.ProviderID != "mailgun://old-uid" {
 		t.Errorf("claim after a move: provider ID %q, want the kept mailgun://old-uid", mm.Spec.ProviderID)
+	}
+}
+
+// TestMachineDeletedEventSaysWhatToTakeDown: the Deleted event names the
+// machine and its email when Mailgun accepted it, says when it did not
+// confirm one, and never shows an empty message ID.
+func TestMachineDeletedEventSaysWhatToTakeDown(t *testing.T) {
+	mm := func(pending string) *infrav1.MailgunMachine {
+		m := &infrav1.MailgunMachine{Spec: infrav1.MailgunMachineSpec{ProviderID: "mailgun://uid-1"}}
+		if pending != "" {
+			m.Annotations = map[string]string{infrav1.MessageIDAnnotation: pending}
+		}
+		return m
+	}
+	for _, c := range []struct {
+		name     string
+		mm       *infrav1.MailgunMachine
+		recorded string
+		want     []string
+	}{
+		{"accepted", mm("<a@x>"), "<a@x>", []string{"decommission machine mailgun://uid-1", `"<a@x>"`}},
+		{"claimed, not confirmed", mm("<p@x>"), "", []string{"before Mailgun confirmed", `"<p@x>"`, "mailgun://uid-1"}},
+		{"never claimed", mm(""), "", []string{"before its request email was sent", "no machine was requested"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := machineDeletedMessage(c.mm, c.recorded)
+			for _, w := range c.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("message %q does not say %q", got, w)
+				}
+			}
+			if strings.Contains(got, `""`) {
+				t.Errorf("message %q shows an empty message ID", got)
+			}
+		})
 	}
 }
