@@ -32,12 +32,18 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	capicluster "sigs.k8s.io/cluster-api/core/reconcilers/cluster"
+	capiclusterclass "sigs.k8s.io/cluster-api/core/reconcilers/clusterclass"
 	capimachine "sigs.k8s.io/cluster-api/core/reconcilers/machine"
 	capimd "sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment"
 	capims "sigs.k8s.io/cluster-api/core/reconcilers/machineset"
+	capitopologycluster "sigs.k8s.io/cluster-api/core/reconcilers/topology/cluster"
+	capitopologymd "sigs.k8s.io/cluster-api/core/reconcilers/topology/machinedeployment"
+	capitopologyms "sigs.k8s.io/cluster-api/core/reconcilers/topology/machineset"
 	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/index"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -51,18 +57,41 @@ import (
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/logbuf"
 )
 
-// startClusterAPI runs Cluster API v1.14's own Cluster reconciler (the core
-// provider's, in-process) against the test control plane, for the test's
-// namespace; with machines, also its MachineDeployment, MachineSet and
-// Machine reconcilers.
-func (h *harness) startClusterAPI(machines ...bool) {
+// capiControllers says which of Cluster API's core controllers a test runs.
+type capiControllers int
+
+const (
+	// capiClusters is the Cluster reconciler alone.
+	capiClusters capiControllers = iota
+	// capiMachines adds the MachineDeployment, MachineSet and Machine
+	// reconcilers.
+	capiMachines
+	// capiTopology adds the ClusterClass and managed topology reconcilers
+	// (Cluster, MachineDeployment and MachineSet), as the ClusterTopology
+	// feature gate does in Cluster API's manager.
+	capiTopology
+)
+
+// startClusterAPI runs Cluster API v1.14's own reconcilers (the core
+// provider's, in-process) against the test control plane: its Cluster
+// reconciler for the test's namespace, and with more than capiClusters the
+// others, for the whole cluster.
+func (h *harness) startClusterAPI(which capiControllers) {
 	h.t.Helper()
 	// Cluster API's errors (e.g. a MachineDeployment it cannot roll out)
 	// explain a test that waits in vain.
 	capiLogs := &logbuf.Buffer{}
 	h.t.Cleanup(func() {
 		if h.t.Failed() {
-			h.t.Logf("Cluster API's error lines:\n%s", strings.Join(capiLogs.ErrorLines(), "\n"))
+			// The last lines, without their stack traces.
+			lines := capiLogs.ErrorLines()
+			lines = lines[max(0, len(lines)-20):]
+			for i, l := range lines {
+				if cut := strings.Index(l, `"errorVerbose"`); cut > 0 {
+					lines[i] = l[:cut] + "…"
+				}
+			}
+			h.t.Logf("Cluster API's last error lines:\n%s", strings.Join(lines, "\n"))
 		}
 	})
 	// Cluster API's MachineSet and MachineDeployment reconcilers need
@@ -70,10 +99,14 @@ func (h *harness) startClusterAPI(machines ...bool) {
 	// SharedIndexInformer); the Cluster reconciler alone keeps to the
 	// test's namespace.
 	cacheOptions := cache.Options{DefaultNamespaces: map[string]cache.Config{h.ns: {}}}
-	if len(machines) > 0 && machines[0] {
+	if which > capiClusters {
 		cacheOptions = cache.Options{}
 	}
 	scheme, err := operator.NewScheme()
+	if err == nil {
+		// The ClusterClass reconciler watches ExtensionConfigs.
+		err = runtimev1.AddToScheme(scheme)
+	}
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -97,26 +130,34 @@ func (h *harness) startClusterAPI(machines ...bool) {
 		cancel()
 		h.t.Fatalf("setting up the cluster cache: %v", err)
 	}
-	r := &capicluster.Reconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cc,
-		RemoteConnectionGracePeriod: 50 * time.Second,
+	type reconciler interface {
+		SetupWithManager(context.Context, ctrl.Manager, controller.Options) error
 	}
-	if err := r.SetupWithManager(ctx, mgr, skip); err != nil {
-		cancel()
-		h.t.Fatalf("setting up Cluster API's Cluster reconciler: %v", err)
+	c, api := mgr.GetClient(), mgr.GetAPIReader()
+	reconcilers := []reconciler{&capicluster.Reconciler{Client: c, APIReader: api, ClusterCache: cc, RemoteConnectionGracePeriod: 50 * time.Second}}
+	if which >= capiMachines {
+		reconcilers = append(reconcilers,
+			&capimd.Reconciler{Client: c, APIReader: api},
+			&capims.Reconciler{Client: c, APIReader: api, ClusterCache: cc},
+			&capimachine.Reconciler{Client: c, APIReader: api, ClusterCache: cc, RemoteConditionsGracePeriod: 5 * time.Minute})
 	}
-	if len(machines) > 0 && machines[0] {
-		for _, setup := range []interface {
-			SetupWithManager(context.Context, ctrl.Manager, controller.Options) error
-		}{
-			&capimd.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()},
-			&capims.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cc},
-			&capimachine.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cc, RemoteConditionsGracePeriod: 5 * time.Minute},
-		} {
-			if err := setup.SetupWithManager(ctx, mgr, skip); err != nil {
-				cancel()
-				h.t.Fatalf("setting up Cluster API's %T: %v", setup, err)
-			}
+	if which >= capiTopology {
+		// The index the ClusterClass and topology reconcilers list
+		// Clusters by.
+		if err := index.ByClusterClassRef(ctx, mgr); err != nil {
+			cancel()
+			h.t.Fatalf("indexing Clusters by ClusterClass: %v", err)
+		}
+		reconcilers = append(reconcilers,
+			&capiclusterclass.Reconciler{Client: c},
+			&capitopologycluster.Reconciler{Client: c, APIReader: api, ClusterCache: cc},
+			&capitopologymd.Reconciler{Client: c, APIReader: api},
+			&capitopologyms.Reconciler{Client: c, APIReader: api})
+	}
+	for _, r := range reconcilers {
+		if err := r.SetupWithManager(ctx, mgr, skip); err != nil {
+			cancel()
+			h.t.Fatalf("setting up Cluster API's %T: %v", r, err)
 		}
 	}
 	done := make(chan struct{})
@@ -132,7 +173,7 @@ func (h *harness) startClusterAPI(machines ...bool) {
 func TestClusterAPICoreDrivesTheProvider(t *testing.T) {
 	h := newHarness(t)
 	h.startManager()
-	h.startClusterAPI()
+	h.startClusterAPI(capiClusters)
 
 	// Applied as a user would: no owner reference, no labels.
 	cluster := h.createCluster("capi")
@@ -184,7 +225,7 @@ func TestClusterAPICoreDrivesTheProvider(t *testing.T) {
 func TestClusterAPIPausedClusterStopsTheProvider(t *testing.T) {
 	h := newHarness(t)
 	h.startManager()
-	h.startClusterAPI()
+	h.startClusterAPI(capiClusters)
 
 	cluster := h.createCluster("capi-paused", func(c *clusterv1.Cluster) { c.Spec.Paused = ptr.To(true) })
 	if err := h.c.Create(h.ctx, newMailgunCluster(h.ns, "capi-paused")); err != nil {
@@ -216,7 +257,7 @@ func TestClusterAPIPausedClusterStopsTheProvider(t *testing.T) {
 func TestClusterAPIMachineDeploymentRequestsOneEmailPerMachine(t *testing.T) {
 	f := &machineFixture{harness: newHarness(t)}
 	f.startManager()
-	f.startClusterAPI(true)
+	f.startClusterAPI(capiMachines)
 	h := f.harness
 
 	cluster := h.createCluster("prod")
@@ -246,52 +287,7 @@ func TestClusterAPIMachineDeploymentRequestsOneEmailPerMachine(t *testing.T) {
 	}
 
 	machineEmails := h.machineEmailCount
-	waitForMachines := func(n int) {
-		t.Helper()
-		h.eventually(90*time.Second, fmt.Sprintf("%d provisioned Machines with accepted MailgunMachines", n), func() (bool, string) {
-			machines := &clusterv1.MachineList{}
-			if err := h.c.List(h.ctx, machines, client.InNamespace(h.ns)); err != nil {
-				return false, err.Error()
-			}
-			mms := &infrav1.MailgunMachineList{}
-			if err := h.c.List(h.ctx, mms, client.InNamespace(h.ns)); err != nil {
-				return false, err.Error()
-			}
-			accepted, provisioned, ids := 0, 0, map[string]bool{}
-			byName := map[string]*infrav1.MailgunMachine{}
-			for i := range mms.Items {
-				mm := &mms.Items[i]
-				byName[mm.Name] = mm
-				if mm.Status.MessageID != "" && mm.DeletionTimestamp.IsZero() {
-					accepted++
-				}
-			}
-			for _, m := range machines.Items {
-				mm := byName[m.Spec.InfrastructureRef.Name]
-				if m.Status.Phase == string(clusterv1.MachinePhaseProvisioned) && mm != nil && m.Spec.ProviderID == mm.Spec.ProviderID {
-					provisioned++
-					ids[m.Spec.ProviderID] = true
-				}
-			}
-			mss := &clusterv1.MachineSetList{}
-			_ = h.c.List(h.ctx, mss, client.InNamespace(h.ns))
-			gotMD := &clusterv1.MachineDeployment{}
-			_ = h.c.Get(h.ctx, client.ObjectKeyFromObject(md), gotMD)
-			var mdConds []string
-			for _, c := range gotMD.Status.Conditions {
-				mdConds = append(mdConds, c.Type+"="+string(c.Status)+" "+c.Reason+": "+c.Message)
-			}
-			for _, ms := range mss.Items {
-				for _, c := range ms.Status.Conditions {
-					mdConds = append(mdConds, "MS "+c.Type+"="+string(c.Status)+" "+c.Reason+": "+c.Message)
-				}
-			}
-			return len(machines.Items) == n && len(mms.Items) == n && accepted == n && provisioned == n && len(ids) == n,
-				fmt.Sprintf("%d MachineSets, MD %v; %d Machines (%d Provisioned with the MailgunMachine's provider ID, %d distinct), %d MailgunMachines (%d accepted), %d machine emails",
-					len(mss.Items), mdConds, len(machines.Items), provisioned, len(ids), len(mms.Items), accepted, machineEmails())
-		})
-	}
-	waitForMachines(3)
+	f.waitForProvisionedMachines(3, nil)
 	if n := machineEmails(); n != 3 {
 		t.Fatalf("%d machine emails for 3 Machines, want 3", n)
 	}
@@ -309,7 +305,7 @@ func TestClusterAPIMachineDeploymentRequestsOneEmailPerMachine(t *testing.T) {
 
 	// Scaling down deletes two machines and sends nothing.
 	patchObj(h, md, func() { md.Spec.Replicas = ptr.To[int32](1) })
-	waitForMachines(1)
+	f.waitForProvisionedMachines(1, nil)
 
 	if err := h.c.Delete(h.ctx, cluster); err != nil {
 		t.Fatalf("deleting the Cluster: %v", err)
@@ -338,7 +334,7 @@ func TestClusterAPIMachineDeploymentRequestsOneEmailPerMachine(t *testing.T) {
 func TestClusterAPIBootstrapConfigRefWaitsForBootstrapData(t *testing.T) {
 	f := &machineFixture{harness: newHarness(t)}
 	f.startManager()
-	f.startClusterAPI(true)
+	f.startClusterAPI(capiMachines)
 	h := f.harness
 
 	f.cluster = h.createCluster("prod")
@@ -477,6 +473,71 @@ func workerDeployment(ns string, replicas int32, bootstrap clusterv1.Bootstrap) 
 			},
 		},
 	}
+}
+
+// waitForProvisionedMachines waits until the test's namespace has n
+// Machines, each Provisioned with the distinct provider ID of its
+// MailgunMachine, whose email Mailgun accepted, and no other MailgunMachine,
+// none of them named in replaced. It returns the MailgunMachines' names.
+func (f *machineFixture) waitForProvisionedMachines(n int, replaced map[string]bool) map[string]bool {
+	h := f.harness
+	h.t.Helper()
+	var names map[string]bool
+	h.eventually(90*time.Second, fmt.Sprintf("%d provisioned Machines with accepted MailgunMachines", n), func() (bool, string) {
+		machines := &clusterv1.MachineList{}
+		if err := h.c.List(h.ctx, machines, client.InNamespace(h.ns)); err != nil {
+			return false, err.Error()
+		}
+		mms := &infrav1.MailgunMachineList{}
+		if err := h.c.List(h.ctx, mms, client.InNamespace(h.ns)); err != nil {
+			return false, err.Error()
+		}
+		accepted, provisioned, ids, old := 0, 0, map[string]bool{}, 0
+		byName := map[string]*infrav1.MailgunMachine{}
+		names = map[string]bool{}
+		for i := range mms.Items {
+			mm := &mms.Items[i]
+			byName[mm.Name], names[mm.Name] = mm, true
+			if replaced[mm.Name] {
+				old++
+			}
+			if mm.Status.MessageID != "" && mm.DeletionTimestamp.IsZero() {
+				accepted++
+			}
+		}
+		for _, m := range machines.Items {
+			mm := byName[m.Spec.InfrastructureRef.Name]
+			if m.Status.Phase == string(clusterv1.MachinePhaseProvisioned) && mm != nil && m.Spec.ProviderID == mm.Spec.ProviderID {
+				provisioned++
+				ids[m.Spec.ProviderID] = true
+			}
+		}
+		return len(machines.Items) == n && len(mms.Items) == n && accepted == n && provisioned == n && len(ids) == n && old == 0,
+			fmt.Sprintf("%d Machines (%d Provisioned with the MailgunMachine's provider ID, %d distinct), %d MailgunMachines (%d accepted, %d replaced), %d machine emails; %s",
+				len(machines.Items), provisioned, len(ids), len(mms.Items), accepted, old, h.machineEmailCount(), f.rolloutConditions())
+	})
+	return names
+}
+
+// rolloutConditions are the conditions of the namespace's MachineDeployments
+// and MachineSets: why Cluster API does not create or delete Machines.
+func (f *machineFixture) rolloutConditions() string {
+	var conds []string
+	mds := &clusterv1.MachineDeploymentList{}
+	_ = f.c.List(f.ctx, mds, client.InNamespace(f.ns))
+	for _, md := range mds.Items {
+		for _, c := range md.Status.Conditions {
+			conds = append(conds, "MD "+md.Name+" "+c.Type+"="+string(c.Status)+" "+c.Reason+": "+c.Message)
+		}
+	}
+	mss := &clusterv1.MachineSetList{}
+	_ = f.c.List(f.ctx, mss, client.InNamespace(f.ns))
+	for _, ms := range mss.Items {
+		for _, c := range ms.Status.Conditions {
+			conds = append(conds, "MS "+ms.Name+" "+c.Type+"="+string(c.Status)+" "+c.Reason+": "+c.Message)
+		}
+	}
+	return strings.Join(conds, "; ")
 }
 
 // machineEmailCount is how many emails were sent for MailgunMachines.

@@ -17,7 +17,7 @@ limitations under the License.
 // Package testenv starts the real control plane the tests run against:
 // kube-apiserver and etcd built by `make controlplane` (see
 // hack/build-controlplane.sh), with this provider's CRDs, Cluster API's core
-// CRDs and its kubeadm bootstrap provider's installed.
+// CRDs and its kubeadm bootstrap and control plane providers' installed.
 package testenv
 
 import (
@@ -57,7 +57,7 @@ type Options struct {
 }
 
 // Start starts the control plane with this provider's CRDs and Cluster API's
-// (core and kubeadm bootstrap). It finds the binaries through KUBEBUILDER_ASSETS, else builds
+// (core and kubeadm providers). It finds the binaries through KUBEBUILDER_ASSETS, else builds
 // or reuses them under bin/k8s/.
 func Start() (*Env, error) {
 	return StartWith(Options{})
@@ -117,7 +117,7 @@ func StartWith(o Options) (*Env, error) {
 	return &Env{Environment: env, Client: c, RepoRoot: root}, nil
 }
 
-// InstallClusterAPI installs Cluster API's CRDs (core and kubeadm bootstrap)
+// InstallClusterAPI installs Cluster API's CRDs (core and kubeadm providers)
 // and waits until the apiserver serves them.
 func (e *Env) InstallClusterAPI() error {
 	crds, err := clusterAPICRDs(e.RepoRoot)
@@ -129,9 +129,10 @@ func (e *Env) InstallClusterAPI() error {
 }
 
 // clusterAPICRDs returns Cluster API's core CRDs (Cluster, Machine, ...: its
-// Cluster controller lists all of them) and its kubeadm bootstrap
-// provider's (KubeadmConfig and KubeadmConfigTemplate, for Machines whose
-// bootstrap.configRef names them; the tests act as that provider).
+// Cluster controller lists all of them) and its kubeadm bootstrap and
+// control plane providers' (KubeadmConfig and KubeadmConfigTemplate for
+// Machines whose bootstrap.configRef names them, KubeadmControlPlane and
+// its template for ClusterClasses; the tests act as those providers).
 func clusterAPICRDs(root string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	capiDir, err := run(root, "go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-api")
 	if err != nil {
@@ -142,17 +143,21 @@ func clusterAPICRDs(root string) ([]*apiextensionsv1.CustomResourceDefinition, e
 	if err != nil {
 		return nil, err
 	}
-	bootstrap, err := readCRDs(filepath.Join(capiDir, "bootstrap", "kubeadm", "config", "crd", "bases"))
-	if err != nil {
-		return nil, err
+	providers := core
+	for _, dir := range []string{"bootstrap", "controlplane"} {
+		crds, err := readCRDs(filepath.Join(capiDir, dir, "kubeadm", "config", "crd", "bases"))
+		if err != nil {
+			return nil, err
+		}
+		// The label naming the contract, which Cluster API reads before
+		// it reads a provider's objects, is added by the provider's
+		// kustomization, not in these bases.
+		for _, crd := range crds {
+			crd.Labels = map[string]string{"cluster.x-k8s.io/v1beta2": "v1beta2"}
+		}
+		providers = append(providers, crds...)
 	}
-	// The label naming the contract, which Cluster API reads before it
-	// reads a bootstrap config's status, is added by the provider's
-	// kustomization, not in these bases.
-	for _, crd := range bootstrap {
-		crd.Labels = map[string]string{"cluster.x-k8s.io/v1beta2": "v1beta2"}
-	}
-	return append(core, bootstrap...), nil
+	return providers, nil
 }
 
 // readCRDs reads the CRDs in dir and drops their conversion webhooks: they
