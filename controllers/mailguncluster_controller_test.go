@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -333,65 +332,6 @@ func TestMailgunFailures(t *testing.T) {
 				t.Errorf("got %d emails, want exactly 1", n)
 			}
 		})
-	}
-}
-
-func TestAcceptedButReplyLostSendsOnce(t *testing.T) {
-	h := newHarness(t)
-	h.fake.FailSends(mailgunfake.Fault{Kind: mailgunfake.AcceptAndDropReply})
-	h.startManager()
-	h.createOwned("lost-reply")
-
-	mc := h.waitForAccepted("lost-reply", 20*time.Second)
-	emails := h.emailsFor("lost-reply")
-	if len(emails) != 1 {
-		t.Fatalf("got %d emails, want exactly 1", len(emails))
-	}
-	if mc.Status.MessageID != emails[0].ID {
-		t.Errorf("recorded %q, want the accepted message %q", mc.Status.MessageID, emails[0].ID)
-	}
-	if _, events := h.fake.Requests(); events == 0 {
-		t.Errorf("the controller did not consult Mailgun's events before deciding")
-	}
-}
-
-// TestAcceptedThen5xxSendsOnce: Mailgun may queue a message and still
-// answer 5xx; the operator must look it up, not send it again.
-func TestAcceptedThen5xxSendsOnce(t *testing.T) {
-	for _, status := range []int{500, 502, 503, 504} {
-		t.Run(strconv.Itoa(status), func(t *testing.T) {
-			h := newHarness(t)
-			h.fake.FailSends(mailgunfake.Fault{Kind: mailgunfake.AcceptAndFail, Status: status, Body: `{"message":"internal error"}`})
-			h.startManager()
-			h.createOwned("accepted-5xx")
-			mc := h.waitForAccepted("accepted-5xx", 20*time.Second)
-			h.consistently(time.Second, "exactly one email", func() (bool, string) {
-				n := len(h.emailsFor("accepted-5xx"))
-				return n == 1, fmt.Sprintf("%d emails", n)
-			})
-			if emails := h.emailsFor("accepted-5xx"); len(emails) == 1 && mc.Status.MessageID != emails[0].ID {
-				t.Errorf("recorded %q, want the queued message %q", mc.Status.MessageID, emails[0].ID)
-			}
-		})
-	}
-}
-
-func TestUnansweredSendIsRetriedOnlyAfterSettling(t *testing.T) {
-	h := newHarness(t)
-	// The first send hangs past the client timeout and is not accepted.
-	h.fake.FailSends(mailgunfake.Fault{Kind: mailgunfake.Hang})
-	h.startManager(func(o *operator.Options) { o.SettleTime = 5 * time.Second })
-	h.createOwned("hang")
-
-	h.waitForReason("hang", infrav1.SendOutcomeUnknownReason, 20*time.Second)
-	// While the attempt settles, the controller looks but does not resend.
-	h.consistently(2*time.Second, "no second send while settling", func() (bool, string) {
-		sends, _ := h.fake.Requests()
-		return sends == 1, fmt.Sprintf("%d send requests", sends)
-	})
-	h.waitForAccepted("hang", 30*time.Second)
-	if n := len(h.emailsFor("hang")); n != 1 {
-		t.Errorf("got %d emails, want exactly 1", n)
 	}
 }
 

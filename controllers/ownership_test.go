@@ -152,36 +152,6 @@ func TestSettingsChangeKeepsTheFilters(t *testing.T) {
 	}
 }
 
-// TestCopiedRecordSendsItsOwnEmail: a MailgunCluster created with another
-// one's annotations (GitOps copy, restore into a new name) drops the copied
-// record and sends its own email, instead of becoming Ready on the other's.
-func TestCopiedRecordSendsItsOwnEmail(t *testing.T) {
-	h := newHarness(t)
-	h.startManager()
-	h.createOwned("original")
-	original := h.waitForAccepted("original", 20*time.Second)
-	copied := map[string]string{}
-	for k, v := range original.Annotations {
-		if strings.HasPrefix(k, "mailgun.infrastructure.cluster.x-k8s.io/") {
-			copied[k] = v
-		}
-	}
-	h.createOwned("copy", func(mc *infrav1.MailgunCluster) { mc.Annotations = copied })
-	got := h.waitForAccepted("copy", 20*time.Second)
-	if got.Status.MessageID == original.Status.MessageID {
-		t.Errorf("the copy recorded the original's email %s", got.Status.MessageID)
-	}
-	for _, name := range []string{"original", "copy"} {
-		if n := len(h.emailsFor(name)); n != 1 {
-			t.Errorf("%s: %d emails, want 1", name, n)
-		}
-	}
-	if got.Annotations[infrav1.SentForAnnotation] != h.ns+"/copy" {
-		t.Errorf("sent-for = %q, want %q", got.Annotations[infrav1.SentForAnnotation], h.ns+"/copy")
-	}
-	h.noErrorLogged()
-}
-
 // TestInjectedMessageIDIsRefused: a message-id annotation that is not one
 // the operator writes (here with a line break that would add a Bcc header)
 // is never sent with; the condition names the annotation. Removing it lets

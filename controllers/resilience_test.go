@@ -17,8 +17,6 @@ limitations under the License.
 package controllers_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -30,132 +28,15 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/cluster-api/util/conditions"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
-	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/sendprotocol"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/logbuf"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/mailgunfake"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/proc"
 )
-
-// faultyClient fails chosen writes before they reach the apiserver, to
-// test what happens when recording an accepted email fails.
-type faultyClient struct {
-	client.Client
-	mu sync.Mutex
-	// failRecord fails this many metadata patches that record an accepted
-	// email.
-	failRecord int
-	// failStatus fails this many status writes.
-	failStatus int
-	// loseClaimReply lets this many send claims reach the apiserver, then
-	// reports a failure, like a reply lost on the way back.
-	loseClaimReply int
-	failed         int
-}
-
-var errInjected = errors.New("injected apiserver write failure")
-
-func (c *faultyClient) take(n *int) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if *n > 0 {
-		*n--
-		c.failed++
-		return true
-	}
-	return false
-}
-
-func (c *faultyClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	mc, ok := obj.(*infrav1.MailgunCluster)
-	if ok && mc.Annotations[infrav1.AcceptedMessageIDAnnotation] != "" && c.take(&c.failRecord) {
-		return errInjected
-	}
-	if ok && mc.Annotations[infrav1.SendAttemptedAtAnnotation] != "" && c.take(&c.loseClaimReply) {
-		if err := c.Client.Patch(ctx, obj, patch, opts...); err != nil {
-			return err
-		}
-		return errInjected
-	}
-	return c.Client.Patch(ctx, obj, patch, opts...)
-}
-
-func (c *faultyClient) Status() client.SubResourceWriter {
-	return &faultyStatus{SubResourceWriter: c.Client.Status(), c: c}
-}
-
-type faultyStatus struct {
-	client.SubResourceWriter
-	c *faultyClient
-}
-
-func (s *faultyStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	if _, ok := obj.(*infrav1.MailgunCluster); ok && s.c.take(&s.c.failStatus) {
-		return errInjected
-	}
-	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
-}
-
-func (s *faultyStatus) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	if _, ok := obj.(*infrav1.MailgunCluster); ok && s.c.take(&s.c.failStatus) {
-		return errInjected
-	}
-	return s.SubResourceWriter.Update(ctx, obj, opts...)
-}
-
-// TestFailedRecordWritesDoNotCauseASecondEmail: when writing the record of
-// an accepted email fails, the process keeps the accepted ID until the
-// record is written. Mailgun's events lag (here for longer than the
-// settle time), so a lookup would find nothing and the email would go out
-// again.
-func TestFailedRecordWritesDoNotCauseASecondEmail(t *testing.T) {
-	h := newHarness(t)
-	h.fake.SetEventLag(time.Hour)
-	fc := &faultyClient{failRecord: 2, failStatus: 3}
-	h.startManager(func(o *operator.Options) {
-		o.WrapClient = func(c client.Client) client.Client { fc.Client = c; return fc }
-	})
-	h.createOwned("flaky-writes")
-
-	mc := h.waitForAccepted("flaky-writes", 30*time.Second)
-	if fc.failed < 5 {
-		t.Fatalf("only %d writes failed; the test did not exercise the failures", fc.failed)
-	}
-	emails := h.emailsFor("flaky-writes")
-	if len(emails) != 1 {
-		t.Fatalf("got %d emails, want exactly 1", len(emails))
-	}
-	if mc.Annotations[infrav1.AcceptedMessageIDAnnotation] != emails[0].ID || mc.Status.MessageID != emails[0].ID {
-		t.Errorf("recorded annotation %q / status %q, want %q", mc.Annotations[infrav1.AcceptedMessageIDAnnotation], mc.Status.MessageID, emails[0].ID)
-	}
-}
-
-// TestLostClaimReplyDoesNotWaitToSettle: when the reply to the claim write
-// is lost, the claim may be stored, but this process knows it never sent
-// under it, so it sends without waiting for Mailgun's events to settle.
-func TestLostClaimReplyDoesNotWaitToSettle(t *testing.T) {
-	h := newHarness(t)
-	fc := &faultyClient{loseClaimReply: 1}
-	h.startManager(func(o *operator.Options) {
-		o.SettleTime = time.Minute
-		o.WrapClient = func(c client.Client) client.Client { fc.Client = c; return fc }
-	})
-	h.createOwned("lost-claim-reply")
-	h.waitForAccepted("lost-claim-reply", 20*time.Second)
-	if fc.failed != 1 {
-		t.Fatalf("%d claim replies lost, want 1", fc.failed)
-	}
-	if n := len(h.emailsFor("lost-claim-reply")); n != 1 {
-		t.Errorf("got %d emails, want exactly 1", n)
-	}
-}
 
 // managerBinary builds the manager once per test run.
 var managerBinary = sync.OnceValues(func() (string, error) {
@@ -277,65 +158,6 @@ func TestBinaryReportsMissingConfiguration(t *testing.T) {
 	h.waitForAccepted("configured-later", 30*time.Second)
 }
 
-// staleReader serves, once the real object records an accepted email, an
-// old copy of it from before the first send: what a lagging cache shows.
-type staleReader struct {
-	client.Client
-	mu       sync.Mutex
-	pristine map[client.ObjectKey]*infrav1.MailgunCluster
-	served   int
-}
-
-func (c *staleReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if err := c.Client.Get(ctx, key, obj, opts...); err != nil {
-		return err
-	}
-	mc, ok := obj.(*infrav1.MailgunCluster)
-	if !ok {
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old, seen := c.pristine[key]
-	switch {
-	case !seen && mc.Annotations[infrav1.MessageIDAnnotation] == "":
-		c.pristine[key] = mc.DeepCopy()
-	case seen && mc.Annotations[infrav1.AcceptedMessageIDAnnotation] != "" && c.served < 3:
-		c.served++
-		old.DeepCopyInto(mc)
-	}
-	return nil
-}
-
-func TestStaleCacheDoesNotCauseASecondEmail(t *testing.T) {
-	h := newHarness(t)
-	sr := &staleReader{pristine: map[client.ObjectKey]*infrav1.MailgunCluster{}}
-	h.startManager(func(o *operator.Options) {
-		o.WrapClient = func(c client.Client) client.Client { sr.Client = c; return sr }
-	})
-	h.createOwned("stale")
-	h.waitForAccepted("stale", 20*time.Second)
-
-	// Any change triggers reconciles, which now see the stale copy.
-	mc := h.get("stale")
-	patchObj(h, mc, func() { mc.Labels = map[string]string{"touched": "yes"} })
-	h.eventually(10*time.Second, "the stale copy to be served", func() (bool, string) {
-		sr.mu.Lock()
-		defer sr.mu.Unlock()
-		return sr.served > 0, "not yet"
-	})
-	h.consistently(2*time.Second, "exactly one email, and Ready kept", func() (bool, string) {
-		n := len(h.emailsFor("stale"))
-		// A status write from the stale copy would replace the conditions
-		// list; optimistic locking makes it fail instead.
-		ready := conditions.IsTrue(h.get("stale"), infrav1.ReadyCondition)
-		return n == 1 && ready, fmt.Sprintf("%d emails, Ready=%v", n, ready)
-	})
-	if got := h.get("stale"); got.Status.MessageID == "" || got.Annotations[infrav1.AcceptedMessageIDAnnotation] == "" {
-		t.Errorf("the record was lost: status %q, annotations %v", got.Status.MessageID, got.Annotations)
-	}
-}
-
 // TestLeaderElectionLetsOneReplicaSend runs two replicas with leader
 // election: only one may run the controller, the other stands by, and
 // neither logs an error when they stop (controller-runtime reports the
@@ -384,55 +206,4 @@ func TestLeaderElectionLetsOneReplicaSend(t *testing.T) {
 			t.Errorf("replica %d logged an error: %s", i, line)
 		}
 	}
-}
-
-// takeoverClient plays a successor that took over while this replica was
-// frozen right after its claim write: once the claim is stored, the
-// successor sends the email itself and writes its own claim, before this
-// replica goes on.
-type takeoverClient struct {
-	client.Client
-	takeover func(ctx context.Context, mc *infrav1.MailgunCluster)
-	once     sync.Once
-}
-
-func (c *takeoverClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	if err := c.Client.Patch(ctx, obj, patch, opts...); err != nil {
-		return err
-	}
-	if mc, ok := obj.(*infrav1.MailgunCluster); ok && mc.Annotations[infrav1.SendAttemptedAtAnnotation] != "" {
-		c.once.Do(func() { c.takeover(ctx, mc.DeepCopy()) })
-	}
-	return nil
-}
-
-// TestStaleClaimIsNotSent: a replica whose claim was replaced by a
-// successor's (it was frozen after its claim; the successor took over,
-// settled and sent) does not send: right before sending it reads the live
-// object and finds the claim is not its own. It then finds the successor's
-// email in Mailgun's events and records it.
-func TestStaleClaimIsNotSent(t *testing.T) {
-	h := newHarness(t)
-	successor := mailer.New(mailer.Settings{Domain: testDomain, APIKey: testAPIKey, Recipient: testRecipient, APIBase: h.fake.APIBase()}, time.Second)
-	tc := &takeoverClient{takeover: func(ctx context.Context, mc *infrav1.MailgunCluster) {
-		if _, err := successor.Send(ctx, mailer.ClusterEmail{
-			Priority: string(mc.Spec.Priority), Request: mc.Spec.Request, Requester: mc.Spec.Requester,
-			Object: h.ns + "/" + mc.Name, UID: string(mc.UID),
-		}.Email(mc.Annotations[infrav1.MessageIDAnnotation])); err != nil {
-			t.Errorf("the successor's send: %v", err)
-		}
-		live := h.get(mc.Name)
-		patchObj(h, live, func() {
-			live.Annotations[infrav1.SendAttemptedAtAnnotation] = sendprotocol.ClaimValue(time.Now(), "successor")
-		})
-	}}
-	h.startManager(func(o *operator.Options) {
-		o.WrapClient = func(c client.Client) client.Client { tc.Client = c; return tc }
-	})
-	h.createOwned("stale-claim")
-	h.waitForAccepted("stale-claim", 20*time.Second)
-	if n := len(h.emailsFor("stale-claim")); n != 1 {
-		t.Errorf("got %d emails, want exactly the successor's", n)
-	}
-	h.noErrorLogged()
 }
