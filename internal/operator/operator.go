@@ -68,11 +68,15 @@ const ConfigCheckName = "mailgun-config"
 // Environment variables that set flag defaults. OLM passes
 // olm.targetNamespaces as WATCH_NAMESPACE, and a Subscription's
 // spec.config.env can name a user-owned Secret and ConfigMap, which OLM does
-// not overwrite on upgrade the way it overwrites the bundle's own.
+// not overwrite on upgrade the way it overwrites the bundle's own, and the
+// directory of a metrics certificate mounted through spec.config.volumes:
+// OLM lets a Subscription change a CSV Deployment's environment and volumes,
+// not its arguments.
 const (
-	EnvWatchNamespace = "WATCH_NAMESPACE"
-	EnvSecretName     = "MAILGUN_SECRET_NAME"
-	EnvConfigMapName  = "MAILGUN_CONFIGMAP_NAME"
+	EnvWatchNamespace  = "WATCH_NAMESPACE"
+	EnvSecretName      = "MAILGUN_SECRET_NAME"
+	EnvConfigMapName   = "MAILGUN_CONFIGMAP_NAME"
+	EnvMetricsCertPath = "METRICS_CERT_PATH"
 )
 
 func envOr(key, fallback string) string {
@@ -157,6 +161,7 @@ func DefaultOptions() Options {
 	return Options{
 		MetricsBindAddress:     ":8443",
 		SecureMetrics:          true,
+		MetricsCertPath:        envOr(EnvMetricsCertPath, ""),
 		MetricsCertName:        "tls.crt",
 		MetricsCertKey:         "tls.key",
 		HealthProbeBindAddress: ":8081",
@@ -190,7 +195,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.SecureMetrics, "metrics-secure", o.SecureMetrics,
 		"Serve metrics over HTTPS, authenticated and authorized through the apiserver.")
 	fs.StringVar(&o.MetricsCertPath, "metrics-cert-path", o.MetricsCertPath,
-		"Directory of the metrics endpoint's serving certificate and key (e.g. a cert-manager Secret mounted there), reloaded when they change; empty leaves controller-runtime's default: the files in $TMPDIR/k8s-metrics-server/serving-certs, else a self-signed certificate.")
+		"Directory of the metrics endpoint's serving certificate and key (e.g. a cert-manager Secret mounted there), reloaded when they change; empty leaves controller-runtime's default: the files in $TMPDIR/k8s-metrics-server/serving-certs, else a self-signed certificate. Default: $"+EnvMetricsCertPath+".")
 	fs.StringVar(&o.MetricsCertName, "metrics-cert-name", o.MetricsCertName, "File name of the metrics serving certificate in --metrics-cert-path.")
 	fs.StringVar(&o.MetricsCertKey, "metrics-cert-key", o.MetricsCertKey, "File name of the metrics serving key in --metrics-cert-path.")
 	fs.BoolVar(&o.EnableHTTP2, "enable-http2", o.EnableHTTP2,

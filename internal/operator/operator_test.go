@@ -17,12 +17,16 @@ limitations under the License.
 package operator_test
 
 import (
+	"flag"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/testca"
 )
 
 func TestDefaultOptionsFromEnvironment(t *testing.T) {
@@ -43,7 +47,7 @@ func TestDefaultOptionsFromEnvironment(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, k := range []string{operator.EnvWatchNamespace, operator.EnvSecretName, operator.EnvConfigMapName} {
+			for _, k := range []string{operator.EnvWatchNamespace, operator.EnvSecretName, operator.EnvConfigMapName, operator.EnvMetricsCertPath} {
 				t.Setenv(k, tt.env[k])
 			}
 			o := operator.DefaultOptions()
@@ -55,6 +59,35 @@ func TestDefaultOptionsFromEnvironment(t *testing.T) {
 				t.Errorf("Validate: %v", err)
 			}
 		})
+	}
+}
+
+// TestMetricsCertPathFromEnvironment: METRICS_CERT_PATH, which a
+// Subscription's spec.config.env can set where OLM keeps the CSV's
+// arguments, is the default of --metrics-cert-path; the flag still wins.
+func TestMetricsCertPathFromEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	issued := testca.Issue(t, []string{"metrics.example"}, nil)
+	for name, data := range map[string][]byte{"tls.crt": issued.CertPEM, "tls.key": issued.KeyPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv(operator.EnvMetricsCertPath, dir)
+	o := operator.DefaultOptions()
+	if o.MetricsCertPath != dir {
+		t.Fatalf("--metrics-cert-path defaults to %q, want $%s %q", o.MetricsCertPath, operator.EnvMetricsCertPath, dir)
+	}
+	if err := o.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	o.BindFlags(fs)
+	if err := fs.Parse([]string{"--metrics-cert-path=/etc/other-certs"}); err != nil {
+		t.Fatal(err)
+	}
+	if o.MetricsCertPath != "/etc/other-certs" {
+		t.Errorf("--metrics-cert-path = %q with the flag given, want the flag's", o.MetricsCertPath)
 	}
 }
 

@@ -79,15 +79,18 @@ import (
 )
 
 const (
-	pkg         = "cluster-api-provider-mailgun"
-	olmNS       = "olm"
-	operatorNS  = "capmg-system"
-	userNS      = "team-a"
-	deployment  = "capmg-controller-manager"
-	catalogName = "capi-mailgun"
-	mgDomain    = "mg.e2e.example.com"
-	mgAPIKey    = "key-e2e-0b5c3f1a9d7e" //nolint:gosec // G101: a made-up key for the Mailgun fake
-	mgRecipient = "infra-requests@example.com"
+	pkg        = "cluster-api-provider-mailgun"
+	olmNS      = "olm"
+	operatorNS = "capmg-system"
+	userNS     = "team-a"
+	deployment = "capmg-controller-manager"
+	// metricsServerName is the metrics Service's DNS name, which its
+	// serving certificate names.
+	metricsServerName = "capmg-controller-manager-metrics-service." + operatorNS + ".svc"
+	catalogName       = "capi-mailgun"
+	mgDomain          = "mg.e2e.example.com"
+	mgAPIKey          = "key-e2e-0b5c3f1a9d7e" //nolint:gosec // G101: a made-up key for the Mailgun fake
+	mgRecipient       = "infra-requests@example.com"
 )
 
 // settings come from `make e2e` or `make e2e-olmv1` (hack/e2e.sh) through
@@ -160,7 +163,10 @@ type suite struct {
 	fake *mailgunfake.Server
 	// caPEM is the CA of the fake's serving certificate.
 	caPEM []byte
-	logs  *podLogs
+	// metricsCert is the metrics endpoint's serving certificate, given to
+	// the operator through the Subscription, and its CA.
+	metricsCert testca.Issued
+	logs        *podLogs
 	// dumpNamespaces are the namespaces whose pods' logs a failure shows.
 	dumpNamespaces []string
 }
@@ -238,6 +244,7 @@ func TestInstallFromCatalogImage(t *testing.T) {
 	issued := testca.Issue(t, nil, []net.IP{net.ParseIP(host)})
 	s := newSuite(ctx, t, cfg, issued.Cert)
 	s.caPEM = issued.CAPEM
+	s.metricsCert = testca.Issue(t, []string{metricsServerName}, nil)
 
 	s.runSteps(t, []step{
 		{name: "OLM runs in the cluster", run: s.installOLM},
@@ -388,6 +395,14 @@ func (s *suite) subscribe() {
 		ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: "mailgun-ca"},
 		Data:       map[string]string{"ca.crt": string(s.caPEM)},
 	})
+	// The metrics endpoint's certificate, as docs/operations.md ("Scraping
+	// the metrics") says to give it through OLM: a Secret mounted by the
+	// Subscription, its directory in METRICS_CERT_PATH.
+	s.create(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: "capmg-metrics-server-cert"},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{"tls.crt": s.metricsCert.CertPEM, "tls.key": s.metricsCert.KeyPEM, "ca.crt": s.metricsCert.CAPEM},
+	})
 	s.create(&v1alpha1.Subscription{
 		ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: pkg},
 		Spec: &v1alpha1.SubscriptionSpec{
@@ -396,11 +411,20 @@ func (s *suite) subscribe() {
 			Config: &v1alpha1.SubscriptionConfig{
 				Env: []corev1.EnvVar{
 					{Name: "SSL_CERT_FILE", Value: "/etc/mailgun-ca/ca.crt"},
+					{Name: "METRICS_CERT_PATH", Value: "/etc/metrics-cert"},
 				},
-				Volumes: []corev1.Volume{{Name: "mailgun-ca", VolumeSource: corev1.VolumeSource{
-					ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "mailgun-ca"}},
-				}}},
-				VolumeMounts: []corev1.VolumeMount{{Name: "mailgun-ca", MountPath: "/etc/mailgun-ca", ReadOnly: true}},
+				Volumes: []corev1.Volume{
+					{Name: "mailgun-ca", VolumeSource: corev1.VolumeSource{
+						ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "mailgun-ca"}},
+					}},
+					{Name: "metrics-cert", VolumeSource: corev1.VolumeSource{
+						Secret: &corev1.SecretVolumeSource{SecretName: "capmg-metrics-server-cert"},
+					}},
+				},
+				VolumeMounts: []corev1.VolumeMount{
+					{Name: "mailgun-ca", MountPath: "/etc/mailgun-ca", ReadOnly: true},
+					{Name: "metrics-cert", MountPath: "/etc/metrics-cert", ReadOnly: true},
+				},
 			},
 		},
 	})
@@ -623,7 +647,8 @@ func (s *suite) requestMachine() {
 
 // checkMetrics scrapes the operator's metrics endpoint from the node, with
 // the token of a ServiceAccount bound to the shipped metrics-reader role,
-// and without one.
+// and without one, verifying the endpoint's certificate (given through the
+// Subscription) as the metrics Service's DNS name with its CA.
 func (s *suite) checkMetrics() {
 	s.create(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: userNS, Name: "scraper"}})
 	s.create(&rbacv1.ClusterRoleBinding{
@@ -641,9 +666,8 @@ func (s *suite) checkMetrics() {
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
-		// The serving certificate is the operator's self-signed one.
 		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // self-signed test endpoint
+			TLSClientConfig: &tls.Config{RootCAs: s.metricsCert.Pool, ServerName: metricsServerName, MinVersion: tls.VersionTLS12},
 		}}
 		resp, err := hc.Do(req)
 		if err != nil {
