@@ -67,15 +67,19 @@ const (
 	// reconcilers.
 	capiMachines
 	// capiTopology adds the ClusterClass and managed topology reconcilers
-	// (Cluster, MachineDeployment and MachineSet), as the ClusterTopology
-	// feature gate does in Cluster API's manager.
+	// (Cluster, MachineDeployment and MachineSet), which Cluster API's
+	// manager runs with its ClusterTopology feature gate. The gate itself
+	// stays off in the test process (it is global): for topology Clusters
+	// it only adds MachineSet preflight checks that hold Machines back
+	// while the control plane's version differs from the topology's, and
+	// the test's control plane is always at that version.
 	capiTopology
 )
 
 // startClusterAPI runs Cluster API v1.14's own reconcilers (the core
 // provider's, in-process) against the test control plane: its Cluster
-// reconciler for the test's namespace, and with more than capiClusters the
-// others, for the whole cluster.
+// reconciler alone caches only the test's namespace; with more than
+// capiClusters, all of them cache the whole cluster.
 func (h *harness) startClusterAPI(which capiControllers) {
 	h.t.Helper()
 	// Cluster API's errors (e.g. a MachineDeployment it cannot roll out)

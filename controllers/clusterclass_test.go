@@ -58,7 +58,7 @@ func TestClusterClassRequestsOneEmailPerMachineAndRotatesTemplates(t *testing.T)
 	f.startManager()
 	f.startClusterAPI(capiTopology)
 	h := f.harness
-	f.actAsKubeadmProviders(3 * time.Minute)
+	f.actAsKubeadmProviders()
 
 	machineTemplate := func(name, request string) *infrav1.MailgunMachineTemplate {
 		return &infrav1.MailgunMachineTemplate{
@@ -145,7 +145,9 @@ func TestClusterClassRequestsOneEmailPerMachineAndRotatesTemplates(t *testing.T)
 	f.cluster = cluster
 
 	first := f.waitForProvisionedMachines(2, nil)
-	clusterEmails := func() int { return len(h.fake.Messages()) - h.machineEmailCount() }
+	clusterEmails := func() int {
+		return len(h.fake.MessagesWithVariable(mailer.VarCluster, h.ns+"/"+f.clusterInfrastructureName()))
+	}
 	if c, m := clusterEmails(), h.machineEmailCount(); c != 1 || m != 2 {
 		t.Fatalf("%d cluster and %d machine emails, want 1 and 2", c, m)
 	}
@@ -158,7 +160,7 @@ func TestClusterClassRequestsOneEmailPerMachineAndRotatesTemplates(t *testing.T)
 		t.Fatalf("creating MailgunMachineTemplate workers-v2: %v", err)
 	}
 	patchObj(h, class, func() { class.Spec.Workers.MachineDeployments[0].Infrastructure.TemplateRef = ref(workersV2) })
-	h.eventually(60*time.Second, "the MachineDeployment on a rotated MailgunMachineTemplate", func() (bool, string) {
+	h.eventually(30*time.Second, "the MachineDeployment on a rotated MailgunMachineTemplate", func() (bool, string) {
 		name := f.workerTemplateName()
 		return name != "" && name != rotatedFrom, fmt.Sprintf("template %q (was %q)", name, rotatedFrom)
 	})
@@ -177,6 +179,16 @@ func TestClusterClassRequestsOneEmailPerMachineAndRotatesTemplates(t *testing.T)
 	h.noErrorLogged()
 }
 
+// clusterInfrastructureName is the MailgunCluster the topology controller
+// made for the Cluster, or "" before it did.
+func (f *machineFixture) clusterInfrastructureName() string {
+	cluster := &clusterv1.Cluster{}
+	if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(f.cluster), cluster); err != nil {
+		return ""
+	}
+	return cluster.Spec.InfrastructureRef.Name
+}
+
 // workerTemplateName is the MailgunMachineTemplate the Cluster's one
 // MachineDeployment uses, or "" before the topology controller made it.
 func (f *machineFixture) workerTemplateName() string {
@@ -187,28 +199,28 @@ func (f *machineFixture) workerTemplateName() string {
 	return mds.Items[0].Spec.Template.Spec.InfrastructureRef.Name
 }
 
-// actAsKubeadmProviders does, for d or until the test ends, what the kubeadm
-// control plane and bootstrap providers would: it reports every
-// KubeadmControlPlane initialized and stable at its version, and gives every
-// KubeadmConfig a data Secret (holding the canary).
-func (f *machineFixture) actAsKubeadmProviders(d time.Duration) {
+// actAsKubeadmProviders does, until the test ends, what the kubeadm control
+// plane and bootstrap providers would: it reports every KubeadmControlPlane
+// initialized and stable at its version, and gives every KubeadmConfig a
+// data Secret (holding the canary). The harness's context bounds it.
+func (f *machineFixture) actAsKubeadmProviders() {
 	ctx, cancel := context.WithCancel(f.ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		poll.Until(ctx, d, 200*time.Millisecond, func() (bool, string) {
-			f.provideControlPlanes()
-			f.provideBootstrapData()
+		poll.Until(ctx, 2*time.Minute, 200*time.Millisecond, func() (bool, string) {
+			f.provideControlPlanes(ctx)
+			f.provideBootstrapData(ctx)
 			return false, ""
 		})
 	}()
 	f.t.Cleanup(func() { cancel(); <-done })
 }
 
-func (f *machineFixture) provideControlPlanes() {
+func (f *machineFixture) provideControlPlanes(ctx context.Context) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(kubeadmControlPlaneGVK.GroupVersion().WithKind("KubeadmControlPlaneList"))
-	if err := f.c.List(f.ctx, list, client.InNamespace(f.ns)); err != nil {
+	if err := f.c.List(ctx, list, client.InNamespace(f.ns)); err != nil {
 		return
 	}
 	for i := range list.Items {
@@ -222,14 +234,14 @@ func (f *machineFixture) provideControlPlanes() {
 		// A merge patch of status: Cluster API writes the object too.
 		patch := fmt.Sprintf(`{"status":{"initialization":{"controlPlaneInitialized":true},"version":%q,"replicas":%d,"readyReplicas":%[2]d,"availableReplicas":%[2]d,"upToDateReplicas":%[2]d}}`,
 			version, replicas)
-		_ = f.c.Status().Patch(f.ctx, cp, client.RawPatch(types.MergePatchType, []byte(patch)))
+		_ = f.c.Status().Patch(ctx, cp, client.RawPatch(types.MergePatchType, []byte(patch)))
 	}
 }
 
-func (f *machineFixture) provideBootstrapData() {
+func (f *machineFixture) provideBootstrapData(ctx context.Context) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(kubeadmConfigGVK.GroupVersion().WithKind("KubeadmConfigList"))
-	if err := f.c.List(f.ctx, list, client.InNamespace(f.ns)); err != nil {
+	if err := f.c.List(ctx, list, client.InNamespace(f.ns)); err != nil {
 		return
 	}
 	for i := range list.Items {
@@ -241,10 +253,10 @@ func (f *machineFixture) provideBootstrapData() {
 			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: config.GetName()},
 			Data:       map[string][]byte{"value": []byte("#cloud-config\njoin: " + bootstrapCanary)},
 		}
-		if err := f.c.Create(f.ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := f.c.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
 			continue
 		}
 		patch := fmt.Sprintf(`{"status":{"dataSecretName":%q,"initialization":{"dataSecretCreated":true}}}`, secret.Name)
-		_ = f.c.Status().Patch(f.ctx, config, client.RawPatch(types.MergePatchType, []byte(patch)))
+		_ = f.c.Status().Patch(ctx, config, client.RawPatch(types.MergePatchType, []byte(patch)))
 	}
 }

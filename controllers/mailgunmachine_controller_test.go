@@ -79,13 +79,11 @@ func newMailgunMachine(ns, name string) *infrav1.MailgunMachine {
 	}
 }
 
-// createMachine creates a worker Machine of the Cluster naming the
-// MailgunMachine mmName, and makes it the MailgunMachine's owner, as
-// Cluster API's Machine controller does.
-func (f *machineFixture) createMachine(name, mmName string, dataSecret *string) *clusterv1.Machine {
-	f.t.Helper()
-	m := &clusterv1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Labels: map[string]string{
+// newMachine is a worker Machine of the Cluster prod naming the
+// MailgunMachine mmName.
+func newMachine(ns, name, mmName string, dataSecret *string) *clusterv1.Machine {
+	return &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
 			clusterv1.ClusterNameLabel: "prod", clusterv1.MachineDeploymentNameLabel: "prod-md-0",
 		}},
 		Spec: clusterv1.MachineSpec{
@@ -100,13 +98,25 @@ func (f *machineFixture) createMachine(name, mmName string, dataSecret *string) 
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "MailgunMachine", Name: mmName},
 		},
 	}
+}
+
+// machineOwner is the owner reference Cluster API's Machine controller sets
+// on the Machine's infrastructure.
+func machineOwner(m *clusterv1.Machine) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: m.Name, UID: m.UID}
+}
+
+// createMachine creates a worker Machine of the Cluster naming the
+// existing MailgunMachine mmName, and makes it the MailgunMachine's owner,
+// as Cluster API's Machine controller does.
+func (f *machineFixture) createMachine(name, mmName string, dataSecret *string) *clusterv1.Machine {
+	f.t.Helper()
+	m := newMachine(f.ns, name, mmName, dataSecret)
 	if err := f.c.Create(f.ctx, m); err != nil {
 		f.t.Fatalf("creating Machine: %v", err)
 	}
 	f.patchMachineObj(mmName, func(mm *infrav1.MailgunMachine) {
-		mm.OwnerReferences = append(mm.OwnerReferences, metav1.OwnerReference{
-			APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: m.Name, UID: m.UID,
-		})
+		mm.OwnerReferences = append(mm.OwnerReferences, machineOwner(m))
 	})
 	return m
 }

@@ -119,15 +119,15 @@ func TestClaimKeepsAMovedMachinesProviderID(t *testing.T) {
 }
 
 // TestMachineDeletedEventSaysWhatToTakeDown: the Deleted event names the
-// machine and its email when Mailgun accepted it, says when it did not
-// confirm one, and never shows an empty message ID.
+// machine and the accepted email that requested it, also while a resend is
+// pending; says when Mailgun confirmed no email; and never shows an empty
+// message ID.
 func TestMachineDeletedEventSaysWhatToTakeDown(t *testing.T) {
-	mm := func(pending string) *infrav1.MailgunMachine {
-		m := &infrav1.MailgunMachine{Spec: infrav1.MailgunMachineSpec{ProviderID: "mailgun://uid-1"}}
-		if pending != "" {
-			m.Annotations = map[string]string{infrav1.MessageIDAnnotation: pending}
+	mm := func(ann map[string]string) *infrav1.MailgunMachine {
+		return &infrav1.MailgunMachine{
+			ObjectMeta: metav1.ObjectMeta{Annotations: ann},
+			Spec:       infrav1.MailgunMachineSpec{ProviderID: "mailgun://uid-1"},
 		}
-		return m
 	}
 	for _, c := range []struct {
 		name     string
@@ -135,9 +135,13 @@ func TestMachineDeletedEventSaysWhatToTakeDown(t *testing.T) {
 		recorded string
 		want     []string
 	}{
-		{"accepted", mm("<a@x>"), "<a@x>", []string{"decommission machine mailgun://uid-1", `"<a@x>"`}},
-		{"claimed, not confirmed", mm("<p@x>"), "", []string{"before Mailgun confirmed", `"<p@x>"`, "mailgun://uid-1"}},
-		{"never claimed", mm(""), "", []string{"before its request email was sent", "no machine was requested"}},
+		{"accepted", mm(map[string]string{infrav1.MessageIDAnnotation: "<a@x>", infrav1.AcceptedMessageIDAnnotation: "<a@x>"}), "<a@x>",
+			[]string{"decommission machine mailgun://uid-1", `"<a@x>"`}},
+		{"resend pending", mm(map[string]string{infrav1.MessageIDAnnotation: "<r@x>", infrav1.MessageIDHistoryAnnotation: "<a@x>,<b@x>"}), "",
+			[]string{"decommission machine mailgun://uid-1", `(request email "<b@x>")`, `resend "<r@x>"`}},
+		{"claimed, not confirmed", mm(map[string]string{infrav1.MessageIDAnnotation: "<p@x>"}), "",
+			[]string{"before Mailgun confirmed", `"<p@x>"`, "mailgun://uid-1"}},
+		{"never claimed", mm(nil), "", []string{"before its request email was sent", "no machine was requested"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := machineDeletedMessage(c.mm, c.recorded)

@@ -23,6 +23,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,13 +101,20 @@ var sendKinds = []sendKind{
 			h.waitForAccepted("prod", 20*time.Second)
 			(&machineFixture{harness: h, cluster: cluster}).setClusterStatus(true, true)
 		},
+		// The Machine first, and the MailgunMachine already owned by
+		// it: its first reconcile takes the send path, as a
+		// MailgunCluster's does.
 		create: func(h *harness, name string, annotations map[string]string) {
+			m := newMachine(h.ns, name+"-machine", name, ptr.To("worker-bootstrap"))
+			if err := h.c.Create(h.ctx, m); err != nil {
+				h.t.Fatalf("creating Machine: %v", err)
+			}
 			mm := newMailgunMachine(h.ns, name)
 			mm.Annotations = annotations
+			mm.OwnerReferences = []metav1.OwnerReference{machineOwner(m)}
 			if err := h.c.Create(h.ctx, mm); err != nil {
 				h.t.Fatalf("creating MailgunMachine: %v", err)
 			}
-			(&machineFixture{harness: h}).createMachine(name+"-machine", name, ptr.To("worker-bootstrap"))
 		},
 		email: func(o sendObject, id string) mailer.Request {
 			mm := o.(*infrav1.MailgunMachine)
@@ -122,7 +130,7 @@ type kindHarness struct {
 	kind sendKind
 }
 
-func (h kindHarness) get(name string) sendObject {
+func (h kindHarness) object(name string) sendObject {
 	h.t.Helper()
 	obj := h.kind.newObject()
 	if err := h.c.Get(h.ctx, types.NamespacedName{Namespace: h.ns, Name: name}, obj); err != nil {
@@ -131,7 +139,7 @@ func (h kindHarness) get(name string) sendObject {
 	return obj
 }
 
-func (h kindHarness) emails(name string) []mailgunfake.Message {
+func (h kindHarness) emailsOf(name string) []mailgunfake.Message {
 	return h.fake.MessagesWithVariable(h.kind.variable, h.ns+"/"+name)
 }
 
@@ -140,11 +148,11 @@ func (h kindHarness) is(obj client.Object) bool {
 	return reflect.TypeOf(obj) == reflect.TypeOf(h.kind.newObject())
 }
 
-func (h kindHarness) waitForReason(name, reason string, timeout time.Duration) sendObject {
+func (h kindHarness) waitForSendReason(name, reason string, timeout time.Duration) sendObject {
 	h.t.Helper()
 	var obj sendObject
 	h.eventually(timeout, fmt.Sprintf("EmailSent reason %s on %s %s", reason, h.kind.name, name), func() (bool, string) {
-		obj = h.get(name)
+		obj = h.object(name)
 		c := conditions.Get(obj, infrav1.EmailSentCondition)
 		if c == nil {
 			return false, "no EmailSent condition"
@@ -154,14 +162,14 @@ func (h kindHarness) waitForReason(name, reason string, timeout time.Duration) s
 	return obj
 }
 
-// waitForAccepted waits until the object records an accepted email, and
+// waitForRecord waits until the object records an accepted email, and
 // returns its message ID.
-func (h kindHarness) waitForAccepted(name string, timeout time.Duration) string {
+func (h kindHarness) waitForRecord(name string, timeout time.Duration) string {
 	h.t.Helper()
-	h.waitForReason(name, infrav1.EmailAcceptedReason, timeout)
+	h.waitForSendReason(name, infrav1.EmailAcceptedReason, timeout)
 	var id string
 	h.eventually(timeout, "status.messageID on "+name, func() (bool, string) {
-		obj := h.get(name)
+		obj := h.object(name)
 		id = h.kind.messageID(obj)
 		return id != "" && obj.GetAnnotations()[infrav1.AcceptedMessageIDAnnotation] == id, fmt.Sprintf("status %q, annotations %v", id, obj.GetAnnotations())
 	})
@@ -173,11 +181,20 @@ func (h kindHarness) waitForAccepted(name string, timeout time.Duration) string 
 func (h kindHarness) sentOnce(name, recorded string) {
 	h.t.Helper()
 	h.consistently(time.Second, "exactly one email for "+name, func() (bool, string) {
-		n := len(h.emails(name))
+		n := len(h.emailsOf(name))
 		return n == 1, fmt.Sprintf("%d emails", n)
 	})
-	if emails := h.emails(name); emails[0].ID != recorded {
+	if emails := h.emailsOf(name); emails[0].ID != recorded {
 		h.t.Errorf("recorded %q, want the accepted message %q", recorded, emails[0].ID)
+	}
+}
+
+// lookedUp checks that the operator looked the email up in Mailgun's
+// events: it learnt of the acceptance there, not from a send's reply.
+func (h kindHarness) lookedUp(messageID string) {
+	h.t.Helper()
+	if h.fake.EventRequestsFor(messageID) == 0 {
+		h.t.Errorf("Mailgun's events were not consulted for %s: the fault did not reach the send", messageID)
 	}
 }
 
@@ -193,7 +210,9 @@ func TestSendPathFaultsSendOnce(t *testing.T) {
 			h.kind.start(h.harness)
 			h.fake.FailSends(mailgunfake.Fault{Kind: mailgunfake.AcceptAndDropReply})
 			h.kind.create(h.harness, "lost-reply", nil)
-			h.sentOnce("lost-reply", h.waitForAccepted("lost-reply", 20*time.Second))
+			id := h.waitForRecord("lost-reply", 20*time.Second)
+			h.sentOnce("lost-reply", id)
+			h.lookedUp(id)
 		}},
 		// Mailgun may queue a message and still answer 5xx; the operator
 		// must look it up, not send it again.
@@ -208,14 +227,14 @@ func TestSendPathFaultsSendOnce(t *testing.T) {
 			h.fake.FailSends(mailgunfake.Fault{Kind: mailgunfake.Hang})
 			before, _ := h.fake.Requests()
 			h.kind.create(h.harness, "hang", nil)
-			h.waitForReason("hang", infrav1.SendOutcomeUnknownReason, 20*time.Second)
+			h.waitForSendReason("hang", infrav1.SendOutcomeUnknownReason, 20*time.Second)
 			// While the attempt settles, the controller looks but does
 			// not resend.
 			h.consistently(2*time.Second, "no second send while settling", func() (bool, string) {
 				sends, _ := h.fake.Requests()
 				return sends-before == 1, fmt.Sprintf("%d send requests", sends-before)
 			})
-			h.sentOnce("hang", h.waitForAccepted("hang", 30*time.Second))
+			h.sentOnce("hang", h.waitForRecord("hang", 30*time.Second))
 		}},
 		// When writing the record of an accepted email fails, the process
 		// keeps the accepted ID until the record is written. Mailgun's
@@ -228,7 +247,7 @@ func TestSendPathFaultsSendOnce(t *testing.T) {
 				o.WrapClient = func(c client.Client) client.Client { fc.Client = c; return fc }
 			})
 			h.kind.create(h.harness, "flaky-writes", nil)
-			id := h.waitForAccepted("flaky-writes", 30*time.Second)
+			id := h.waitForRecord("flaky-writes", 30*time.Second)
 			if fc.failures() < 5 {
 				t.Fatalf("only %d writes failed; the test did not exercise the failures", fc.failures())
 			}
@@ -244,7 +263,7 @@ func TestSendPathFaultsSendOnce(t *testing.T) {
 				o.WrapClient = func(c client.Client) client.Client { fc.Client = c; return fc }
 			})
 			h.kind.create(h.harness, "lost-claim-reply", nil)
-			id := h.waitForAccepted("lost-claim-reply", 20*time.Second)
+			id := h.waitForRecord("lost-claim-reply", 20*time.Second)
 			if fc.failures() != 1 {
 				t.Fatalf("%d claim replies lost, want 1", fc.failures())
 			}
@@ -257,11 +276,17 @@ func TestSendPathFaultsSendOnce(t *testing.T) {
 		// successor's email in Mailgun's events and records it.
 		{"stale claim is fenced", func(t *testing.T, h kindHarness) {
 			successor := mailer.New(mailer.Settings{Domain: testDomain, APIKey: testAPIKey, Recipient: testRecipient, APIBase: h.fake.APIBase()}, time.Second)
+			// The takeover runs in the operator's goroutine: it reports
+			// with t.Errorf, never t.Fatalf.
 			tc := &takeoverClient{target: h.is, takeover: func(ctx context.Context, obj client.Object) {
 				if _, err := successor.Send(ctx, h.kind.email(obj.(sendObject), obj.GetAnnotations()[infrav1.MessageIDAnnotation])); err != nil {
 					t.Errorf("the successor's send: %v", err)
 				}
-				live := h.get(obj.GetName())
+				live := h.kind.newObject()
+				if err := h.c.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
+					t.Errorf("reading the claimed object: %v", err)
+					return
+				}
 				base := live.DeepCopyObject().(client.Object)
 				ann := live.GetAnnotations()
 				ann[infrav1.SendAttemptedAtAnnotation] = sendprotocol.ClaimValue(time.Now(), "successor")
@@ -274,7 +299,10 @@ func TestSendPathFaultsSendOnce(t *testing.T) {
 				o.WrapClient = func(c client.Client) client.Client { tc.Client = c; return tc }
 			})
 			h.kind.create(h.harness, "stale-claim", nil)
-			h.sentOnce("stale-claim", h.waitForAccepted("stale-claim", 20*time.Second))
+			h.sentOnce("stale-claim", h.waitForRecord("stale-claim", 20*time.Second))
+			if !tc.tookOver() {
+				t.Fatal("the successor never took over: the test did not exercise the fence")
+			}
 			h.noErrorLogged()
 		}},
 		// A cache that lags behind the operator's own writes shows the
@@ -286,21 +314,21 @@ func TestSendPathFaultsSendOnce(t *testing.T) {
 				o.WrapClient = func(c client.Client) client.Client { sr.Client = c; return sr }
 			})
 			h.kind.create(h.harness, "stale", nil)
-			id := h.waitForAccepted("stale", 20*time.Second)
+			id := h.waitForRecord("stale", 20*time.Second)
 			// Any change triggers reconciles, which now see the stale copy.
-			obj := h.get("stale")
+			obj := h.object("stale")
 			patchObj(h.harness, obj, func() { obj.SetLabels(map[string]string{"touched": "yes"}) })
 			h.eventually(10*time.Second, "the stale copy to be served", func() (bool, string) {
 				return sr.servedCount() > 0, "not yet"
 			})
 			h.consistently(2*time.Second, "exactly one email, and Ready kept", func() (bool, string) {
-				n := len(h.emails("stale"))
+				n := len(h.emailsOf("stale"))
 				// A status write from the stale copy would replace the
 				// conditions list; optimistic locking makes it fail.
-				ready := conditions.IsTrue(h.get("stale"), infrav1.ReadyCondition)
+				ready := conditions.IsTrue(h.object("stale"), infrav1.ReadyCondition)
 				return n == 1 && ready, fmt.Sprintf("%d emails, Ready=%v", n, ready)
 			})
-			if got := h.get("stale"); h.kind.messageID(got) != id || got.GetAnnotations()[infrav1.AcceptedMessageIDAnnotation] != id {
+			if got := h.object("stale"); h.kind.messageID(got) != id || got.GetAnnotations()[infrav1.AcceptedMessageIDAnnotation] != id {
 				t.Errorf("the record was lost: status %q, annotations %v", h.kind.messageID(got), got.GetAnnotations())
 			}
 		}},
@@ -310,21 +338,21 @@ func TestSendPathFaultsSendOnce(t *testing.T) {
 		{"copied send record", func(t *testing.T, h kindHarness) {
 			h.kind.start(h.harness)
 			h.kind.create(h.harness, "original", nil)
-			original := h.waitForAccepted("original", 20*time.Second)
+			original := h.waitForRecord("original", 20*time.Second)
 			copied := map[string]string{}
-			for k, v := range h.get("original").GetAnnotations() {
+			for k, v := range h.object("original").GetAnnotations() {
 				if strings.HasPrefix(k, "mailgun.infrastructure.cluster.x-k8s.io/") {
 					copied[k] = v
 				}
 			}
 			h.kind.create(h.harness, "copy", copied)
-			got := h.waitForAccepted("copy", 20*time.Second)
+			got := h.waitForRecord("copy", 20*time.Second)
 			if got == original {
 				t.Errorf("the copy recorded the original's email %s", got)
 			}
 			h.sentOnce("original", original)
 			h.sentOnce("copy", got)
-			if sentFor := h.get("copy").GetAnnotations()[infrav1.SentForAnnotation]; sentFor != h.ns+"/copy" {
+			if sentFor := h.object("copy").GetAnnotations()[infrav1.SentForAnnotation]; sentFor != h.ns+"/copy" {
 				t.Errorf("sent-for = %q, want %q", sentFor, h.ns+"/copy")
 			}
 			h.noErrorLogged()
@@ -334,23 +362,23 @@ func TestSendPathFaultsSendOnce(t *testing.T) {
 		{"resend on request", func(t *testing.T, h kindHarness) {
 			h.kind.start(h.harness)
 			h.kind.create(h.harness, "again", nil)
-			first := h.waitForAccepted("again", 20*time.Second)
-			obj := h.get("again")
+			first := h.waitForRecord("again", 20*time.Second)
+			obj := h.object("again")
 			patchObj(h.harness, obj, func() {
 				ann := obj.GetAnnotations()
 				ann[infrav1.ResendRequestAnnotation] = "1"
 				obj.SetAnnotations(ann)
 			})
 			h.eventually(20*time.Second, "a second email, recorded", func() (bool, string) {
-				got := h.get("again")
+				got := h.object("again")
 				id := h.kind.messageID(got)
 				return id != first && got.GetAnnotations()[infrav1.AcceptedMessageIDAnnotation] == id, fmt.Sprintf("status %q", id)
 			})
 			h.consistently(time.Second, "two emails", func() (bool, string) {
-				n := len(h.emails("again"))
+				n := len(h.emailsOf("again"))
 				return n == 2, fmt.Sprintf("%d emails", n)
 			})
-			if history := h.get("again").GetAnnotations()[infrav1.MessageIDHistoryAnnotation]; history != first {
+			if history := h.object("again").GetAnnotations()[infrav1.MessageIDHistoryAnnotation]; history != first {
 				t.Errorf("history = %q, want the first message ID %q", history, first)
 			}
 		}},
@@ -369,7 +397,9 @@ func acceptedThen(status int) func(t *testing.T, h kindHarness) {
 		h.kind.start(h.harness)
 		h.fake.FailSends(mailgunfake.Fault{Kind: mailgunfake.AcceptAndFail, Status: status, Body: `{"message":"internal error"}`})
 		h.kind.create(h.harness, "accepted-5xx", nil)
-		h.sentOnce("accepted-5xx", h.waitForAccepted("accepted-5xx", 20*time.Second))
+		id := h.waitForRecord("accepted-5xx", 20*time.Second)
+		h.sentOnce("accepted-5xx", id)
+		h.lookedUp(id)
 	}
 }
 
@@ -494,14 +524,20 @@ type takeoverClient struct {
 	target   func(client.Object) bool
 	takeover func(ctx context.Context, obj client.Object)
 	once     sync.Once
+	done     atomic.Bool
 }
+
+func (c *takeoverClient) tookOver() bool { return c.done.Load() }
 
 func (c *takeoverClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 	if err := c.Client.Patch(ctx, obj, patch, opts...); err != nil {
 		return err
 	}
 	if c.target(obj) && obj.GetAnnotations()[infrav1.SendAttemptedAtAnnotation] != "" {
-		c.once.Do(func() { c.takeover(ctx, obj.DeepCopyObject().(client.Object)) })
+		c.once.Do(func() {
+			c.takeover(ctx, obj.DeepCopyObject().(client.Object))
+			c.done.Store(true)
+		})
 	}
 	return nil
 }

@@ -266,14 +266,15 @@ func (o *Options) Validate() error {
 	}
 	if o.MetricsCertPath != "" {
 		if !o.SecureMetrics {
-			return fmt.Errorf("--metrics-cert-path is set but --metrics-secure=false: the metrics endpoint serves plain HTTP")
+			return fmt.Errorf("--metrics-cert-path (or $%s) is set but --metrics-secure=false: the metrics endpoint serves plain HTTP", EnvMetricsCertPath)
 		}
 		// Without a usable pair the endpoint would fail only once started,
 		// or quietly fall back to a self-signed certificate that scrapers
 		// verifying TLS refuse.
 		cert, key := filepath.Join(o.MetricsCertPath, o.MetricsCertName), filepath.Join(o.MetricsCertPath, o.MetricsCertKey)
 		if _, err := tls.LoadX509KeyPair(cert, key); err != nil {
-			return fmt.Errorf("--metrics-cert-path %s: the metrics serving certificate and key (--metrics-cert-name, --metrics-cert-key) cannot be loaded: %w", o.MetricsCertPath, err)
+			return fmt.Errorf("--metrics-cert-path (or $%s) %s: the metrics serving certificate and key (--metrics-cert-name, --metrics-cert-key) cannot be loaded: %w",
+				EnvMetricsCertPath, o.MetricsCertPath, err)
 		}
 	}
 	if in := o.sendInFlight(); o.SettleTime <= in {

@@ -89,6 +89,14 @@ func TestMetricsCertPathFromEnvironment(t *testing.T) {
 	if o.MetricsCertPath != "/etc/other-certs" {
 		t.Errorf("--metrics-cert-path = %q with the flag given, want the flag's", o.MetricsCertPath)
 	}
+
+	// A directory without the files is refused at start, naming the
+	// variable that set it.
+	t.Setenv(operator.EnvMetricsCertPath, t.TempDir())
+	o = operator.DefaultOptions()
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "$"+operator.EnvMetricsCertPath) {
+		t.Errorf("Validate with an empty certificate directory = %v, want an error naming $%s", err, operator.EnvMetricsCertPath)
+	}
 }
 
 func TestValidateRejects(t *testing.T) {
@@ -103,7 +111,7 @@ func TestValidateRejects(t *testing.T) {
 		{"negative request rate", func(o *operator.Options) { o.MailgunQPS = -1 }, "--mailgun-qps"},
 		{"request rate without a burst", func(o *operator.Options) { o.MailgunBurst = 0 }, "--mailgun-burst"},
 		{"metrics certificate directory without the files", func(o *operator.Options) { o.MetricsCertPath = "/nonexistent/certs" },
-			"--metrics-cert-path /nonexistent/certs: the metrics serving certificate and key"},
+			"--metrics-cert-path (or $METRICS_CERT_PATH) /nonexistent/certs: the metrics serving certificate and key"},
 		{"metrics certificate on plain HTTP", func(o *operator.Options) { o.MetricsCertPath, o.SecureMetrics = "/nonexistent/certs", false },
 			"--metrics-secure=false"},
 		{"settle time within the send timeout", func(o *operator.Options) {

@@ -679,8 +679,9 @@ func (s *suite) checkMetrics() {
 	}
 	// RBAC for the new binding may take a moment to reach the authorizer.
 	s.waitFor(time.Minute, "metrics with an authorized token", func() (bool, string) {
+		// A refused certificate shows as HTTP 0 and the TLS error.
 		code, body := get(token)
-		return code == http.StatusOK && strings.Contains(body, "capmg_"), fmt.Sprintf("HTTP %d", code)
+		return code == http.StatusOK && strings.Contains(body, "capmg_"), fmt.Sprintf("HTTP %d: %.300s", code, body)
 	})
 	if code, _ := get(""); code != http.StatusUnauthorized {
 		s.t.Errorf("metrics without a token: HTTP %d, want 401", code)
