@@ -64,8 +64,11 @@ type sendKind struct {
 	email func(obj sendObject, messageID string) mailer.Request
 }
 
-var sendKinds = []sendKind{
-	{
+// sendKinds are the kinds the send path serves.
+var sendKinds = []sendKind{mailgunClusterKind, mailgunMachineKind}
+
+var (
+	mailgunClusterKind = sendKind{
 		name:      "MailgunCluster",
 		newObject: func() sendObject { return &infrav1.MailgunCluster{} },
 		messageID: func(o sendObject) string { return o.(*infrav1.MailgunCluster).Status.MessageID },
@@ -79,8 +82,8 @@ var sendKinds = []sendKind{
 			return mailer.ClusterEmail{Priority: string(mc.Spec.Priority), Request: mc.Spec.Request, Requester: mc.Spec.Requester,
 				Object: mc.Namespace + "/" + mc.Name, UID: string(mc.UID)}.Email(id)
 		},
-	},
-	{
+	}
+	mailgunMachineKind = sendKind{
 		name:      "MailgunMachine",
 		newObject: func() sendObject { return &infrav1.MailgunMachine{} },
 		messageID: func(o sendObject) string { return o.(*infrav1.MailgunMachine).Status.MessageID },
@@ -121,8 +124,8 @@ var sendKinds = []sendKind{
 			return mailer.MachineEmail{Priority: string(mm.Spec.Priority), Object: mm.Namespace + "/" + mm.Name, UID: string(mm.UID),
 				ProviderID: mm.Spec.ProviderID, Request: mm.Spec.Request}.Email(id)
 		},
-	},
-}
+	}
+)
 
 // kindHarness is a test's harness with the kind under test.
 type kindHarness struct {
@@ -206,7 +209,7 @@ func TestSendPathFaultsSendOnce(t *testing.T) {
 		name string
 		run  func(t *testing.T, h kindHarness)
 	}{
-		{"reply lost after Mailgun accepted", func(t *testing.T, h kindHarness) {
+		{"reply lost after Mailgun accepted", func(_ *testing.T, h kindHarness) {
 			h.kind.start(h.harness)
 			h.fake.FailSends(mailgunfake.Fault{Kind: mailgunfake.AcceptAndDropReply})
 			h.kind.create(h.harness, "lost-reply", nil)
@@ -220,7 +223,7 @@ func TestSendPathFaultsSendOnce(t *testing.T) {
 		{"accepted then 502", acceptedThen(502)},
 		{"accepted then 503", acceptedThen(503)},
 		{"accepted then 504", acceptedThen(504)},
-		{"unanswered send is retried only after settling", func(t *testing.T, h kindHarness) {
+		{"unanswered send is retried only after settling", func(_ *testing.T, h kindHarness) {
 			h.kind.start(h.harness, func(o *operator.Options) { o.SettleTime = 5 * time.Second })
 			// The first send hangs past the client timeout and is not
 			// accepted.
@@ -393,7 +396,7 @@ func TestSendPathFaultsSendOnce(t *testing.T) {
 }
 
 func acceptedThen(status int) func(t *testing.T, h kindHarness) {
-	return func(t *testing.T, h kindHarness) {
+	return func(_ *testing.T, h kindHarness) {
 		h.kind.start(h.harness)
 		h.fake.FailSends(mailgunfake.Fault{Kind: mailgunfake.AcceptAndFail, Status: status, Body: `{"message":"internal error"}`})
 		h.kind.create(h.harness, "accepted-5xx", nil)

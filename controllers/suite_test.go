@@ -34,7 +34,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -239,19 +238,11 @@ func (h *harness) eventually(timeout time.Duration, what string, cond func() (bo
 	}
 }
 
-// waitForReason waits until the EmailSent condition of name has reason.
+// waitForReason waits until the EmailSent condition of the MailgunCluster
+// name has reason.
 func (h *harness) waitForReason(name, reason string, timeout time.Duration) *infrav1.MailgunCluster {
 	h.t.Helper()
-	var mc *infrav1.MailgunCluster
-	h.eventually(timeout, fmt.Sprintf("EmailSent reason %s on %s", reason, name), func() (bool, string) {
-		mc = h.get(name)
-		c := conditions.Get(mc, infrav1.EmailSentCondition)
-		if c == nil {
-			return false, "no EmailSent condition"
-		}
-		return c.Reason == reason, fmt.Sprintf("%s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
-	})
-	return mc
+	return kindHarness{harness: h, kind: mailgunClusterKind}.waitForSendReason(name, reason, timeout).(*infrav1.MailgunCluster)
 }
 
 // waitForAccepted waits until the MailgunCluster records an accepted email.

@@ -418,7 +418,7 @@ func (s *suite) subscribe() {
 						ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "mailgun-ca"}},
 					}},
 					{Name: "metrics-cert", VolumeSource: corev1.VolumeSource{
-						Secret: &corev1.SecretVolumeSource{SecretName: "capmg-metrics-server-cert"},
+						Secret: &corev1.SecretVolumeSource{SecretName: "capmg-metrics-server-cert"}, //nolint:gosec // G101: a Secret's name, no credential
 					}},
 				},
 				VolumeMounts: []corev1.VolumeMount{
