@@ -258,6 +258,7 @@ func TestInstallFromCatalogImage(t *testing.T) {
 		{name: "upgrading through the catalog sends no second email", run: s.upgrade},
 		{name: "clusterctl moves a cluster away and back, then it is deleted, with one email", run: s.moveAndDelete},
 		{name: "uninstalling removes the operator", run: s.uninstall},
+		{name: "OwnNamespace and SingleNamespace installs watch only their namespace", run: s.installModes},
 		{name: "the operator logged no error", run: s.checkOperatorLogs},
 	})
 }
@@ -403,31 +404,7 @@ func (s *suite) subscribe() {
 		Type:       corev1.SecretTypeTLS,
 		Data:       map[string][]byte{"tls.crt": s.metricsCert.CertPEM, "tls.key": s.metricsCert.KeyPEM, "ca.crt": s.metricsCert.CAPEM},
 	})
-	s.create(&v1alpha1.Subscription{
-		ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: pkg},
-		Spec: &v1alpha1.SubscriptionSpec{
-			CatalogSource: catalogName, CatalogSourceNamespace: olmNS,
-			Package: pkg, Channel: "stable", InstallPlanApproval: v1alpha1.ApprovalAutomatic,
-			Config: &v1alpha1.SubscriptionConfig{
-				Env: []corev1.EnvVar{
-					{Name: "SSL_CERT_FILE", Value: "/etc/mailgun-ca/ca.crt"},
-					{Name: "METRICS_CERT_PATH", Value: "/etc/metrics-cert"},
-				},
-				Volumes: []corev1.Volume{
-					{Name: "mailgun-ca", VolumeSource: corev1.VolumeSource{
-						ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "mailgun-ca"}},
-					}},
-					{Name: "metrics-cert", VolumeSource: corev1.VolumeSource{
-						Secret: &corev1.SecretVolumeSource{SecretName: "capmg-metrics-server-cert"}, //nolint:gosec // G101: a Secret's name, no credential
-					}},
-				},
-				VolumeMounts: []corev1.VolumeMount{
-					{Name: "mailgun-ca", MountPath: "/etc/mailgun-ca", ReadOnly: true},
-					{Name: "metrics-cert", MountPath: "/etc/metrics-cert", ReadOnly: true},
-				},
-			},
-		},
-	})
+	s.create(s.subscription())
 
 	// OLM unpacks the bundle image with a Job (the catalog names the bundle
 	// by image; it carries no inline objects).
@@ -472,6 +449,37 @@ func (s *suite) subscribe() {
 		s.t.Errorf("operator pod is not non-root with a read-only root filesystem: %+v %+v", psc, c.SecurityContext)
 	}
 	s.t.Logf("operator pod %s runs image %s", pod.Name, c.Image)
+}
+
+// subscription is the operator's Subscription: the channel of the catalog,
+// and through spec.config the CA of the Mailgun fake (as a cluster behind
+// a TLS-inspecting proxy would give it) and the metrics certificate.
+func (s *suite) subscription() *v1alpha1.Subscription {
+	return &v1alpha1.Subscription{
+		ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: pkg},
+		Spec: &v1alpha1.SubscriptionSpec{
+			CatalogSource: catalogName, CatalogSourceNamespace: olmNS,
+			Package: pkg, Channel: "stable", InstallPlanApproval: v1alpha1.ApprovalAutomatic,
+			Config: &v1alpha1.SubscriptionConfig{
+				Env: []corev1.EnvVar{
+					{Name: "SSL_CERT_FILE", Value: "/etc/mailgun-ca/ca.crt"},
+					{Name: "METRICS_CERT_PATH", Value: "/etc/metrics-cert"},
+				},
+				Volumes: []corev1.Volume{
+					{Name: "mailgun-ca", VolumeSource: corev1.VolumeSource{
+						ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "mailgun-ca"}},
+					}},
+					{Name: "metrics-cert", VolumeSource: corev1.VolumeSource{
+						Secret: &corev1.SecretVolumeSource{SecretName: "capmg-metrics-server-cert"}, //nolint:gosec // G101: a Secret's name, no credential
+					}},
+				},
+				VolumeMounts: []corev1.VolumeMount{
+					{Name: "mailgun-ca", MountPath: "/etc/mailgun-ca", ReadOnly: true},
+					{Name: "metrics-cert", MountPath: "/etc/metrics-cert", ReadOnly: true},
+				},
+			},
+		},
+	}
 }
 
 // configure gives the operator its Mailgun settings the way
@@ -938,22 +946,7 @@ func (s *suite) moveAndDelete() {
 // says, and checks what is left: no operator, the CRDs and the
 // MailgunClusters, and the user's settings.
 func (s *suite) uninstall() {
-	sub := &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: pkg}}
-	if err := s.c.Delete(s.ctx, sub); err != nil {
-		s.t.Fatal(err)
-	}
-	csv := &v1alpha1.ClusterServiceVersion{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: pkg + ".v0.1.1"}}
-	if err := s.c.Delete(s.ctx, csv); err != nil {
-		s.t.Fatal(err)
-	}
-	s.waitFor(2*time.Minute, "the operator to be removed", func() (bool, string) {
-		pods := &corev1.PodList{}
-		if err := s.c.List(s.ctx, pods, client.InNamespace(operatorNS), client.MatchingLabels{"control-plane": "controller-manager"}); err != nil {
-			return false, err.Error()
-		}
-		err := s.c.Get(s.ctx, types.NamespacedName{Namespace: operatorNS, Name: deployment}, &appsv1.Deployment{})
-		return len(pods.Items) == 0 && apierrors.IsNotFound(err), fmt.Sprintf("%d pods, Deployment: %v", len(pods.Items), err)
-	})
+	s.removeOperator()
 	// What stays, per docs/install-olm.md ("Uninstall").
 	for _, obj := range []client.Object{
 		&apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "mailgunclusters.infrastructure.cluster.x-k8s.io"}},
@@ -988,6 +981,72 @@ func (s *suite) uninstall() {
 	// The MailgunClusters keep their finalizer with no operator to remove
 	// it; the docs say to delete them before uninstalling. Release them here
 	// so that the node's teardown is not held up.
+	s.releaseFinalizers()
+}
+
+// removeOperator deletes the Subscription and the CSV of the channel's
+// head, as docs/install-olm.md says, and waits for the operator to go.
+func (s *suite) removeOperator() {
+	sub := &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: pkg}}
+	if err := s.c.Delete(s.ctx, sub); err != nil {
+		s.t.Fatal(err)
+	}
+	csv := &v1alpha1.ClusterServiceVersion{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: pkg + ".v0.1.1"}}
+	if err := s.c.Delete(s.ctx, csv); err != nil {
+		s.t.Fatal(err)
+	}
+	s.waitFor(2*time.Minute, "the operator to be removed", func() (bool, string) {
+		pods := &corev1.PodList{}
+		if err := s.c.List(s.ctx, pods, client.InNamespace(operatorNS), client.MatchingLabels{"control-plane": "controller-manager"}); err != nil {
+			return false, err.Error()
+		}
+		err := s.c.Get(s.ctx, types.NamespacedName{Namespace: operatorNS, Name: deployment}, &appsv1.Deployment{})
+		return len(pods.Items) == 0 && apierrors.IsNotFound(err), fmt.Sprintf("%d pods, Deployment: %v", len(pods.Items), err)
+	})
+}
+
+// installModes installs the operator again in each install mode the CSV
+// supports besides AllNamespaces, as docs/install-olm.md says: the
+// OperatorGroup's targetNamespaces name the one namespace to watch, which
+// OLM passes to the operator (WATCH_NAMESPACE). A MailgunCluster there gets
+// its email with the settings the operator's namespace kept; one in another
+// namespace is left alone.
+func (s *suite) installModes() {
+	const other = "team-b"
+	s.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other}})
+	for _, mode := range []struct{ name, target, ignored string }{
+		{"OwnNamespace", operatorNS, userNS},
+		{"SingleNamespace", other, userNS},
+	} {
+		start := time.Now()
+		s.mergePatch(&operatorsv1.OperatorGroup{}, "capmg", map[string]any{"spec": map[string]any{"targetNamespaces": []string{mode.target}}})
+		s.create(s.subscription())
+		s.waitForCSV(operatorNS, pkg+".v0.1.1", 5*time.Minute)
+		s.waitDeploymentAvailable(operatorNS, deployment, 3*time.Minute)
+		if got := s.operatorPod().Annotations["olm.targetNamespaces"]; got != mode.target {
+			s.t.Errorf("%s: the operator pod's olm.targetNamespaces is %q, want %q", mode.name, got, mode.target)
+		}
+		s.t.Logf("TIMING %s install to the operator running: %.1fs", mode.name, time.Since(start).Seconds())
+
+		name := strings.ToLower(mode.name)
+		watched := s.waitForEmail(s.applySample(mode.target, name))
+		if n := len(s.emailsFor(watched)); n != 1 {
+			s.t.Errorf("%s: %d emails for %s/%s, want 1", mode.name, n, mode.target, name)
+		}
+		ignored := s.applySample(mode.ignored, name)
+		holdsFor(s.ctx, s.t, 10*time.Second, mode.name+": nothing done outside "+mode.target, func() (bool, string) {
+			got := &infrav1.MailgunCluster{}
+			if err := s.c.Get(s.ctx, client.ObjectKeyFromObject(ignored), got); err != nil {
+				return false, err.Error()
+			}
+			return len(got.Status.Conditions) == 0 && len(got.Finalizers) == 0 && len(s.emailsFor(got)) == 0,
+				fmt.Sprintf("conditions %v, finalizers %v, %d emails", got.Status.Conditions, got.Finalizers, len(s.emailsFor(got)))
+		})
+		if err := s.c.Delete(s.ctx, ignored); err != nil {
+			s.t.Errorf("deleting %s/%s: %v", mode.ignored, name, err)
+		}
+		s.removeOperator()
+	}
 	s.releaseFinalizers()
 }
 

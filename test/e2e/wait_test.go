@@ -39,3 +39,15 @@ func waitFor(ctx context.Context, t *testing.T, timeout time.Duration, what stri
 		t.Fatal(msg)
 	}
 }
+
+// holdsFor polls cond every 500ms for d, failing the test with what and the
+// state as soon as cond stops holding.
+func holdsFor(ctx context.Context, t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	if broke, state := poll.Until(ctx, d, 500*time.Millisecond, func() (bool, string) {
+		ok, state := cond()
+		return !ok, state
+	}); broke {
+		t.Fatalf("expected %s to hold for %v; it stopped: %s", what, d, state)
+	}
+}
