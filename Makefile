@@ -251,7 +251,7 @@ deploy: manifests $(KUSTOMIZE) ## Deploy the operator to the cluster of your cur
 	cd config/manager && $(KUSTOMIZE) edit set image controller=controller:latest
 
 .PHONY: undeploy
-undeploy: $(KUSTOMIZE) ## Remove what make deploy applied: the operator, its CRDs (and with them every MailgunCluster and identity) and the capmg-system namespace (and with it your Mailgun settings Secret and ConfigMap).
+undeploy: $(KUSTOMIZE) ## Remove what make deploy applied: the operator, its CRDs (and with them every MailgunCluster, MailgunMachine, template and identity) and the capmg-system namespace (and with it your Mailgun settings Secret and ConfigMap).
 	$(KUSTOMIZE) build config/default | kubectl delete --ignore-not-found=$(ignore-not-found) -f -
 
 ##@ Tools

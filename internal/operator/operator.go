@@ -235,9 +235,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.RecheckInterval, "mailgun-recheck-interval", o.RecheckInterval,
 		"How long to wait before retrying after Mailgun refused the credentials or recipient.")
 	fs.DurationVar(&o.MaxBackoff, "mailgun-max-backoff", o.MaxBackoff,
-		"Cap of the wait between failed calls to Mailgun for one MailgunCluster (it starts at 1s and doubles per failure).")
+		"Cap of the wait between failed calls to Mailgun for one MailgunCluster or MailgunMachine (it starts at 1s and doubles per failure).")
 	fs.Float64Var(&o.MailgunQPS, "mailgun-qps", o.MailgunQPS,
-		"Bound on requests per second to each Mailgun account (API key and region), all MailgunClusters using it together; 0 sets no bound.")
+		"Bound on requests per second to each Mailgun account (API key and region), all MailgunClusters and MailgunMachines using it together; 0 sets no bound.")
 	fs.IntVar(&o.MailgunBurst, "mailgun-burst", o.MailgunBurst,
 		"How many requests to Mailgun may go out at once above --mailgun-qps.")
 	fs.DurationVar(&o.DeliveryPollInterval, "delivery-poll-interval", o.DeliveryPollInterval,

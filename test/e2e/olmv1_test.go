@@ -592,6 +592,8 @@ func (s *suite) uninstallExtension() {
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "capmg-mailguncluster-editor-role"}},
 		&apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "mailgunclusters.infrastructure.cluster.x-k8s.io"}},
 		&apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "mailgunclustertemplates.infrastructure.cluster.x-k8s.io"}},
+		&apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "mailgunmachines.infrastructure.cluster.x-k8s.io"}},
+		&apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "mailgunmachinetemplates.infrastructure.cluster.x-k8s.io"}},
 		&apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "mailgunclusteridentities.infrastructure.cluster.x-k8s.io"}},
 	}
 	s.waitFor(2*time.Minute, "the operator and the bundle's objects to be removed", func() (bool, string) {
