@@ -176,7 +176,7 @@ func (r *MailgunMachineReconciler) reconcileDelete(s *send.Scope[*infrav1.Mailgu
 	send.SetEmailSent(mm, metav1.ConditionFalse, infrav1.DeletingReason, "the MailgunMachine is being deleted")
 	r.Forget(client.ObjectKeyFromObject(mm))
 	if controllerutil.RemoveFinalizer(mm, infrav1.MachineFinalizer) {
-		r.Recorder.Eventf(mm, nil, corev1.EventTypeNormal, "Deleted", "Delete", "%s", machineDeletedMessage(mm, r.Kind.RecordedMessageID(mm)))
+		r.Recorder.Eventf(mm, nil, corev1.EventTypeNormal, "Deleted", "Delete", "%s", machineDeletedMessage(mm, r.Kind.RecordedMessageID(mm), r.Kind.LastAcceptedMessageID(mm)))
 	}
 	return ctrl.Result{}, nil
 }

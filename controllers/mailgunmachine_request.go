@@ -22,7 +22,6 @@ package controllers
 
 import (
 	"fmt"
-	"strings"
 
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -103,22 +102,17 @@ func machineEmail(mm *infrav1.MailgunMachine, machine *clusterv1.Machine, cluste
 
 // machineDeletedMessage is the Deleted event of mm: what the person who
 // builds machines should take down by hand. recorded is the ID of the
-// email Mailgun accepted, if any. While a resend is pending there is none,
-// but the email it replaces (the last of the history) did request the
-// machine.
-func machineDeletedMessage(mm *infrav1.MailgunMachine, recorded string) string {
-	ann := mm.GetAnnotations()
-	pending := ann[infrav1.MessageIDAnnotation]
-	var earlier string
-	if history := ann[infrav1.MessageIDHistoryAnnotation]; history != "" {
-		earlier = history[strings.LastIndex(history, ",")+1:]
-	}
+// email Mailgun accepted, if any, and accepted the last one it accepted:
+// while a resend is pending, recorded is empty but the email the resend
+// replaces did request the machine.
+func machineDeletedMessage(mm *infrav1.MailgunMachine, recorded, accepted string) string {
+	pending := mm.GetAnnotations()[infrav1.MessageIDAnnotation]
 	switch {
 	case recorded != "":
 		return fmt.Sprintf("MailgunMachine deleted: decommission machine %s (request email %q) by hand", mm.Spec.ProviderID, recorded)
-	case earlier != "":
+	case accepted != "":
 		return fmt.Sprintf("MailgunMachine deleted while Mailgun had not confirmed the resend %q: decommission machine %s (request email %q) by hand",
-			pending, mm.Spec.ProviderID, earlier)
+			pending, mm.Spec.ProviderID, accepted)
 	case pending != "":
 		return fmt.Sprintf("MailgunMachine deleted before Mailgun confirmed its request email %q: if Mailgun's logs show that Message-Id, decommission machine %s by hand",
 			pending, mm.Spec.ProviderID)

@@ -123,28 +123,26 @@ func TestClaimKeepsAMovedMachinesProviderID(t *testing.T) {
 // pending; says when Mailgun confirmed no email; and never shows an empty
 // message ID.
 func TestMachineDeletedEventSaysWhatToTakeDown(t *testing.T) {
-	mm := func(ann map[string]string) *infrav1.MailgunMachine {
-		return &infrav1.MailgunMachine{
-			ObjectMeta: metav1.ObjectMeta{Annotations: ann},
-			Spec:       infrav1.MailgunMachineSpec{ProviderID: "mailgun://uid-1"},
+	mm := func(pending string) *infrav1.MailgunMachine {
+		m := &infrav1.MailgunMachine{Spec: infrav1.MailgunMachineSpec{ProviderID: "mailgun://uid-1"}}
+		if pending != "" {
+			m.Annotations = map[string]string{infrav1.MessageIDAnnotation: pending}
 		}
+		return m
 	}
 	for _, c := range []struct {
-		name     string
-		mm       *infrav1.MailgunMachine
-		recorded string
-		want     []string
+		name               string
+		mm                 *infrav1.MailgunMachine
+		recorded, accepted string
+		want               []string
 	}{
-		{"accepted", mm(map[string]string{infrav1.MessageIDAnnotation: "<a@x>", infrav1.AcceptedMessageIDAnnotation: "<a@x>"}), "<a@x>",
-			[]string{"decommission machine mailgun://uid-1", `"<a@x>"`}},
-		{"resend pending", mm(map[string]string{infrav1.MessageIDAnnotation: "<r@x>", infrav1.MessageIDHistoryAnnotation: "<a@x>,<b@x>"}), "",
-			[]string{"decommission machine mailgun://uid-1", `(request email "<b@x>")`, `resend "<r@x>"`}},
-		{"claimed, not confirmed", mm(map[string]string{infrav1.MessageIDAnnotation: "<p@x>"}), "",
-			[]string{"before Mailgun confirmed", `"<p@x>"`, "mailgun://uid-1"}},
-		{"never claimed", mm(nil), "", []string{"before its request email was sent", "no machine was requested"}},
+		{"accepted", mm("<a@x>"), "<a@x>", "<a@x>", []string{"decommission machine mailgun://uid-1", `"<a@x>"`}},
+		{"resend pending", mm("<r@x>"), "", "<b@x>", []string{"decommission machine mailgun://uid-1", `(request email "<b@x>")`, `resend "<r@x>"`}},
+		{"claimed, not confirmed", mm("<p@x>"), "", "", []string{"before Mailgun confirmed", `"<p@x>"`, "mailgun://uid-1"}},
+		{"never claimed", mm(""), "", "", []string{"before its request email was sent", "no machine was requested"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got := machineDeletedMessage(c.mm, c.recorded)
+			got := machineDeletedMessage(c.mm, c.recorded, c.accepted)
 			for _, w := range c.want {
 				if !strings.Contains(got, w) {
 					t.Errorf("message %q does not say %q", got, w)

@@ -163,6 +163,29 @@ func (k Kind[T]) RecordedMessageID(obj T) string {
 	return ""
 }
 
+// LastAcceptedMessageID returns the ID of the last request email Mailgun
+// accepted for obj: the recorded one or, while a resend is pending, the
+// one the resend replaces (the newest of the history); "" if Mailgun
+// accepted none.
+func (k Kind[T]) LastAcceptedMessageID(obj T) string {
+	if id := k.RecordedMessageID(obj); id != "" {
+		return id
+	}
+	if history := messageIDHistory(obj.GetAnnotations()); len(history) > 0 {
+		return history[len(history)-1]
+	}
+	return ""
+}
+
+// messageIDHistory is the IDs of the earlier emails that resends replaced,
+// oldest first.
+func messageIDHistory(ann map[string]string) []string {
+	if h := ann[infrav1.MessageIDHistoryAnnotation]; h != "" {
+		return strings.Split(h, ",")
+	}
+	return nil
+}
+
 // maxResendRequest bounds a resend request's value: it is kept in a second
 // annotation, and all annotations together must stay under 256 KiB.
 const maxResendRequest = 256
@@ -228,10 +251,7 @@ var resendNumber = regexp.MustCompile(`\.resend-n([0-9]+)@`)
 // goes into the history, the new request gets its own Message-Id.
 func (k Kind[T]) withNewRequest(obj T, domain string) {
 	ann := obj.GetAnnotations()
-	var history []string
-	if h := ann[infrav1.MessageIDHistoryAnnotation]; h != "" {
-		history = strings.Split(h, ",")
-	}
+	history := messageIDHistory(ann)
 	if prev := k.RecordedMessageID(obj); prev != "" {
 		history = append(history, prev)
 	}

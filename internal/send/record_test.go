@@ -179,6 +179,30 @@ func TestSendDomainChanged(t *testing.T) {
 // TestResendMessageIDsAreUnique: resend values reused ("a", "b", "a", "b")
 // are new requests each, and no two share a Message-Id: a lookup for the
 // fourth must not find the second email and report it as the fourth's.
+// TestLastAcceptedMessageID: the recorded email, else while a resend is
+// pending the one it replaces, else none.
+func TestLastAcceptedMessageID(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ann  map[string]string
+		want string
+	}{
+		{"accepted", map[string]string{infrav1.MessageIDAnnotation: "<a@x>", infrav1.AcceptedMessageIDAnnotation: "<a@x>"}, "<a@x>"},
+		{"resend pending", map[string]string{infrav1.MessageIDAnnotation: "<r@x>", infrav1.MessageIDHistoryAnnotation: "<a@x>,<b@x>"}, "<b@x>"},
+		{"resent and accepted", map[string]string{infrav1.MessageIDAnnotation: "<r@x>", infrav1.AcceptedMessageIDAnnotation: "<r@x>",
+			infrav1.MessageIDHistoryAnnotation: "<a@x>"}, "<r@x>"},
+		{"claimed, not confirmed", map[string]string{infrav1.MessageIDAnnotation: "<p@x>"}, ""},
+		{"never claimed", nil, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mc := &infrav1.MailgunCluster{ObjectMeta: metav1.ObjectMeta{Annotations: c.ann}}
+			if got := testKind.LastAcceptedMessageID(mc); got != c.want {
+				t.Errorf("LastAcceptedMessageID = %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
 func TestResendMessageIDsAreUnique(t *testing.T) {
 	mc := &infrav1.MailgunCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "prod", UID: "6f1c2d3e-0000-4000-8000-000000000001",
 		Annotations: map[string]string{}}}
