@@ -23,12 +23,10 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -270,10 +268,7 @@ func TestClusterAPIMachineDeploymentRequestsOneEmailPerMachine(t *testing.T) {
 		t.Fatalf("creating MailgunCluster: %v", err)
 	}
 	for _, obj := range []client.Object{
-		&corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "workers-bootstrap"},
-			Data:       map[string][]byte{"value": []byte("#cloud-config\njoin: " + bootstrapCanary)},
-		},
+		newBootstrapSecret(h.ns, "workers-bootstrap"),
 		&infrav1.MailgunMachineTemplate{
 			ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "workers"},
 			Spec: infrav1.MailgunMachineTemplateSpec{Template: infrav1.MailgunMachineTemplateResource{
@@ -421,17 +416,11 @@ func TestClusterAPIBootstrapConfigRefWaitsForBootstrapData(t *testing.T) {
 
 	// The test acts as the kubeadm bootstrap provider: the data Secret, then
 	// the config's status, which Cluster API copies to the Machine.
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: config.GetName()},
-		Data:       map[string][]byte{"value": []byte("#cloud-config\njoin: " + bootstrapCanary)},
-	}
+	secret := newBootstrapSecret(h.ns, config.GetName())
 	if err := h.c.Create(h.ctx, secret); err != nil {
 		t.Fatalf("creating the bootstrap Secret: %v", err)
 	}
-	// A merge patch of status: Cluster API's controllers write the config
-	// too, and an update from an older read would conflict.
-	dataSecret := []byte(fmt.Sprintf(`{"status":{"dataSecretName":%q,"initialization":{"dataSecretCreated":true}}}`, secret.Name))
-	if err := h.c.Status().Patch(h.ctx, config, client.RawPatch(types.MergePatchType, dataSecret)); err != nil {
+	if err := h.c.Status().Patch(h.ctx, config, dataSecretPatch(secret.Name)); err != nil {
 		t.Fatalf("setting the KubeadmConfig's data secret: %v", err)
 	}
 	machine, _ := waitFor(infrav1.EmailAcceptedReason)

@@ -23,7 +23,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -249,14 +248,11 @@ func (f *machineFixture) provideBootstrapData(ctx context.Context) {
 		if name, _, _ := unstructured.NestedString(config.Object, "status", "dataSecretName"); name != "" {
 			continue
 		}
-		secret := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: config.GetName()},
-			Data:       map[string][]byte{"value": []byte("#cloud-config\njoin: " + bootstrapCanary)},
-		}
+		// A Secret left by a try whose status patch failed is reused.
+		secret := newBootstrapSecret(f.ns, config.GetName())
 		if err := f.c.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
 			continue
 		}
-		patch := fmt.Sprintf(`{"status":{"dataSecretName":%q,"initialization":{"dataSecretCreated":true}}}`, secret.Name)
-		_ = f.c.Status().Patch(ctx, config, client.RawPatch(types.MergePatchType, []byte(patch)))
+		_ = f.c.Status().Patch(ctx, config, dataSecretPatch(secret.Name))
 	}
 }

@@ -41,6 +41,22 @@ import (
 // holds: it must never reach an email, event or log.
 const bootstrapCanary = "canary-join-token-7c1e0b9d"
 
+// newBootstrapSecret is a bootstrap data Secret holding the canary, as a
+// bootstrap provider writes it.
+func newBootstrapSecret(ns, name string) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Data:       map[string][]byte{"value": []byte("#cloud-config\njoin: " + bootstrapCanary)},
+	}
+}
+
+// dataSecretPatch sets a bootstrap config's data Secret, as its provider
+// does: a merge patch of status, since Cluster API's controllers write the
+// config too and an update from an older read would conflict.
+func dataSecretPatch(name string) client.Patch {
+	return client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"status":{"dataSecretName":%q,"initialization":{"dataSecretCreated":true}}}`, name))
+}
+
 // machineFixture is a Cluster whose MailgunCluster is provisioned (set by
 // hand, as Cluster API would), and the bootstrap Secret of its machines.
 type machineFixture struct {
@@ -49,14 +65,16 @@ type machineFixture struct {
 }
 
 func newMachineFixture(t *testing.T) *machineFixture {
-	h := newHarness(t)
+	return machineFixtureIn(newHarness(t))
+}
+
+// machineFixtureIn makes the fixture's Cluster prod, its MailgunCluster and
+// the bootstrap Secret worker-0-bootstrap in h's namespace.
+func machineFixtureIn(h *harness) *machineFixture {
+	h.t.Helper()
 	cluster, _ := h.createOwned("prod")
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "worker-0-bootstrap"},
-		Data:       map[string][]byte{"value": []byte("#cloud-config\njoin: " + bootstrapCanary)},
-	}
-	if err := h.c.Create(h.ctx, secret); err != nil {
-		t.Fatalf("creating the bootstrap Secret: %v", err)
+	if err := h.c.Create(h.ctx, newBootstrapSecret(h.ns, "worker-0-bootstrap")); err != nil {
+		h.t.Fatalf("creating the bootstrap Secret: %v", err)
 	}
 	return &machineFixture{harness: h, cluster: cluster}
 }

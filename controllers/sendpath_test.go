@@ -27,7 +27,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -88,27 +87,19 @@ var (
 		newObject: func() sendObject { return &infrav1.MailgunMachine{} },
 		messageID: func(o sendObject) string { return o.(*infrav1.MailgunMachine).Status.MessageID },
 		variable:  mailer.VarMachine,
-		// The Cluster prod, provisioned with its control plane
-		// initialized (as Cluster API would report them), and the
-		// bootstrap Secret its machines name.
+		// The machine fixture, its Cluster provisioned with the control
+		// plane initialized (as Cluster API would report them).
 		start: func(h *harness, opts ...func(*operator.Options)) {
-			cluster, _ := h.createOwned("prod")
-			secret := &corev1.Secret{
-				ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "worker-bootstrap"},
-				Data:       map[string][]byte{"value": []byte("#cloud-config\njoin: " + bootstrapCanary)},
-			}
-			if err := h.c.Create(h.ctx, secret); err != nil {
-				h.t.Fatalf("creating the bootstrap Secret: %v", err)
-			}
+			f := machineFixtureIn(h)
 			h.startManager(opts...)
 			h.waitForAccepted("prod", 20*time.Second)
-			(&machineFixture{harness: h, cluster: cluster}).setClusterStatus(true, true)
+			f.setClusterStatus(true, true)
 		},
 		// The Machine first, and the MailgunMachine already owned by
 		// it: its first reconcile takes the send path, as a
 		// MailgunCluster's does.
 		create: func(h *harness, name string, annotations map[string]string) {
-			m := newMachine(h.ns, name+"-machine", name, ptr.To("worker-bootstrap"))
+			m := newMachine(h.ns, name+"-machine", name, ptr.To("worker-0-bootstrap"))
 			if err := h.c.Create(h.ctx, m); err != nil {
 				h.t.Fatalf("creating Machine: %v", err)
 			}
