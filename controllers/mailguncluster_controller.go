@@ -115,20 +115,8 @@ var mailgunClusterKind = send.Kind[*infrav1.MailgunCluster]{
 	SetProvisioned: func(mc *infrav1.MailgunCluster, provisioned bool) {
 		setProvisioned(&mc.Status.Initialization.Provisioned, provisioned)
 	},
-	// The live read cannot use util.GetOwnerCluster, which wants a
-	// client.Client; the rule is pausedBy's, as for the Paused condition.
 	Paused: func(ctx context.Context, r client.Reader, mc *infrav1.MailgunCluster) (bool, error) {
-		name := ownerClusterName(mc)
-		if name == "" {
-			return pausedBy(mc, nil) != "", nil
-		}
-		cluster := &clusterv1.Cluster{}
-		if err := r.Get(ctx, client.ObjectKey{Namespace: mc.Namespace, Name: name}, cluster); err != nil {
-			// A Cluster gone since the reconcile read it (clusterctl move
-			// deletes the source's) counts as paused: no send.
-			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
-		}
-		return pausedBy(mc, cluster) != "", nil
+		return pausedLive(ctx, r, mc, ownerClusterName(mc))
 	},
 }
 
@@ -430,6 +418,22 @@ func setPausedCondition(obj send.Object, cluster *clusterv1.Cluster) bool {
 	}
 	conditions.Set(obj, metav1.Condition{Type: infrav1.PausedCondition, Status: metav1.ConditionFalse, Reason: infrav1.NotPausedReason})
 	return false
+}
+
+// pausedLive is the send path's last check that obj, as read live, may
+// send: it reads obj's Cluster (named clusterName, "" for none yet) past
+// the cache, which util.GetOwnerCluster cannot (it wants a client.Client),
+// and applies pausedBy's rule. A Cluster gone since the reconcile read it
+// (clusterctl move deletes the source's) counts as paused: no send.
+func pausedLive(ctx context.Context, r client.Reader, obj client.Object, clusterName string) (bool, error) {
+	if clusterName == "" {
+		return pausedBy(obj, nil) != "", nil
+	}
+	cluster := &clusterv1.Cluster{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: clusterName}, cluster); err != nil {
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	}
+	return pausedBy(obj, cluster) != "", nil
 }
 
 // pausedBy says what pauses obj (its annotation, or its Cluster's

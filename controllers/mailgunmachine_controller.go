@@ -72,15 +72,15 @@ var mailgunMachineKind = send.Kind[*infrav1.MailgunMachine]{
 		return infrav1.ProviderIDCopiedReason, fmt.Sprintf("spec.providerID %s was set without a send record of this MailgunMachine: "+
 			"it is a copy of the MailgunMachine that provider ID names, and sends nothing; create MailgunMachines without spec.providerID", mm.Spec.ProviderID)
 	},
-	// As for MailgunClusters: a Cluster gone since the reconcile read it
-	// counts as paused.
 	Paused: func(ctx context.Context, r client.Reader, mm *infrav1.MailgunMachine) (bool, error) {
-		cluster := &clusterv1.Cluster{}
-		err := r.Get(ctx, client.ObjectKey{Namespace: mm.Namespace, Name: mm.Labels[clusterv1.ClusterNameLabel]}, cluster)
-		if err != nil {
-			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		name := mm.Labels[clusterv1.ClusterNameLabel]
+		if name == "" {
+			// A MailgunMachine sends only once its Cluster was found
+			// through this label; removed since, it names no Cluster to
+			// check, so it counts as gone: no send.
+			return true, nil
 		}
-		return pausedBy(mm, cluster) != "", nil
+		return pausedLive(ctx, r, mm, name)
 	},
 }
 

@@ -19,10 +19,14 @@ package controllers
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -47,70 +51,114 @@ import (
 // TestPauseAfterTheClaimWithholdsTheSend: clusterctl move pauses the
 // Cluster, waits for objects carrying clusterctl's block-move annotation,
 // then copies. A reconcile that read the Cluster unpaused writes its claim
-// with the block, but re-reads the Cluster right before sending: paused
-// now, it does not send (the copy may be made without the claim, and the
-// target would send too). Paused, the reconciler drops the unsent claim
-// and the block, and starts no send, so the move goes on.
+// with the block, but re-reads the Cluster and the object right before
+// sending: paused now, by either, it does not send (the copy may be made
+// without the claim, and the target would send too). Paused, the
+// reconciler drops the unsent claim and the block, and starts no send, so
+// the move goes on.
 func TestPauseAfterTheClaimWithholdsTheSend(t *testing.T) {
-	ctx := context.Background()
-	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "moving", UID: "uid-cluster"},
-		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-			APIGroup: infrav1.GroupVersion.Group, Kind: "MailgunCluster", Name: "moving"}}}
-	mc := &infrav1.MailgunCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "moving", UID: "uid-moving",
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: "moving", UID: "uid-cluster"}}},
-		Spec: infrav1.MailgunClusterSpec{Priority: infrav1.PriorityUrgent, Request: "r", Requester: "ops@example.com"}}
-	m := &countingMailer{}
-	c, r := withFakeClient(t, m, fixedSettings{}, nil, cluster, mc)
+	for _, tc := range []struct {
+		name string
+		// clusterPaused: clusterctl pauses the Cluster after the
+		// reconcile read it, before the claim.
+		clusterPaused bool
+		// objectPaused: the MailgunCluster gets the paused annotation
+		// right after the claim (set before, it would fail the claim's
+		// locked write).
+		objectPaused bool
+	}{
+		{name: "the Cluster's spec.paused", clusterPaused: true},
+		{name: "the MailgunCluster's paused annotation", objectPaused: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The debug lines say why a send was withheld.
+			var logged []string
+			ctx := ctrl.LoggerInto(context.Background(), funcr.New(func(_, args string) { logged = append(logged, args) }, funcr.Options{Verbosity: 1}))
+			cluster, mc := ownedMailgunCluster("moving")
+			m := &countingMailer{}
+			var funcs *interceptor.Funcs
+			if tc.objectPaused {
+				funcs = pauseAfterTheClaim()
+			}
+			c, r := withFakeClient(t, m, fixedSettings{}, funcs, cluster, mc)
+			stale := &infrav1.MailgunCluster{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(mc), stale); err != nil {
+				t.Fatal(err)
+			}
+			if tc.clusterPaused {
+				cluster.Spec.Paused = ptr.To(true)
+				if err := c.Update(ctx, cluster); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s := send.NewScope(stale, c)
+			res, err := r.EnsureSent(ctx, s, nil, clusterEmail(s.Object))
+			if _, err2 := r.Finish(ctx, s, res, err); err2 != nil {
+				t.Fatal(err2)
+			}
+			got := &infrav1.MailgunCluster{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(mc), got); err != nil {
+				t.Fatal(err)
+			}
+			if m.sends.Load() != 0 {
+				t.Fatalf("%d sends after the pause, want none", m.sends.Load())
+			}
+			if !slices.ContainsFunc(logged, func(l string) bool { return strings.Contains(l, "not sending") && strings.Contains(l, "paused") }) {
+				t.Fatalf("no line says the fence withheld the send for the pause: %q", logged)
+			}
+			if got.Annotations[infrav1.SendAttemptedAtAnnotation] == "" || got.Annotations[clusterctlv1.BlockMoveAnnotation] == "" {
+				t.Fatalf("annotations %v: want the claim written with the block on clusterctl move", got.Annotations)
+			}
 
-	// The reconcile read the Cluster unpaused; clusterctl pauses it before
-	// the send.
-	stale := &infrav1.MailgunCluster{}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(mc), stale); err != nil {
-		t.Fatal(err)
+			// Paused, the reconciler resolves the attempt once the withheld
+			// send's hold ends: known unsent, dropped.
+			for range 3 {
+				res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(mc)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.RequeueAfter <= 0 || res.RequeueAfter > 5*time.Second {
+					break
+				}
+				time.Sleep(res.RequeueAfter)
+			}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(mc), got); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []string{infrav1.SendAttemptedAtAnnotation, clusterctlv1.BlockMoveAnnotation} {
+				if v, ok := got.Annotations[k]; ok {
+					t.Errorf("annotation %s=%q is still there: the move would wait for it", k, v)
+				}
+			}
+			if m.sends.Load() != 0 || m.lookups.Load() != 0 {
+				t.Errorf("%d sends and %d lookups while paused, want none: the claim is known unsent", m.sends.Load(), m.lookups.Load())
+			}
+		})
 	}
-	cluster.Spec.Paused = ptr.To(true)
-	if err := c.Update(ctx, cluster); err != nil {
-		t.Fatal(err)
-	}
-	s := send.NewScope(stale, c)
-	res, err := r.EnsureSent(ctx, s, nil, clusterEmail(s.Object))
-	if _, err2 := r.Finish(ctx, s, res, err); err2 != nil {
-		t.Fatal(err2)
-	}
-	got := &infrav1.MailgunCluster{}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(mc), got); err != nil {
-		t.Fatal(err)
-	}
-	if m.sends.Load() != 0 {
-		t.Fatalf("%d sends after the Cluster was paused, want none", m.sends.Load())
-	}
-	if got.Annotations[infrav1.SendAttemptedAtAnnotation] == "" || got.Annotations[clusterctlv1.BlockMoveAnnotation] == "" {
-		t.Fatalf("annotations %v: want the claim written with the block on clusterctl move", got.Annotations)
-	}
+}
 
-	// Paused, the reconciler resolves the attempt once the withheld send's
-	// hold ends: known unsent, dropped.
-	for range 3 {
-		res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(mc)})
-		if err != nil {
-			t.Fatal(err)
+// pauseAfterTheClaim adds the paused annotation to the object right after
+// the first write of a claim.
+func pauseAfterTheClaim() *interceptor.Funcs {
+	var once sync.Once
+	return &interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+		if err := c.Patch(ctx, obj, patch, opts...); err != nil {
+			return err
 		}
-		if res.RequeueAfter <= 0 || res.RequeueAfter > 5*time.Second {
-			break
+		var err error
+		if obj.GetAnnotations()[infrav1.SendAttemptedAtAnnotation] != "" {
+			once.Do(func() {
+				live := obj.DeepCopyObject().(client.Object)
+				if err = c.Get(ctx, client.ObjectKeyFromObject(obj), live); err == nil {
+					ann := live.GetAnnotations()
+					ann[clusterv1.PausedAnnotation] = "true"
+					live.SetAnnotations(ann)
+					err = c.Update(ctx, live)
+				}
+			})
 		}
-		time.Sleep(res.RequeueAfter)
-	}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(mc), got); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []string{infrav1.SendAttemptedAtAnnotation, clusterctlv1.BlockMoveAnnotation} {
-		if v, ok := got.Annotations[k]; ok {
-			t.Errorf("annotation %s=%q is still there: the move would wait for it", k, v)
-		}
-	}
-	if m.sends.Load() != 0 || m.lookups.Load() != 0 {
-		t.Errorf("%d sends and %d lookups while paused, want none: the claim is known unsent", m.sends.Load(), m.lookups.Load())
-	}
+		return err
+	}}
 }
 
 // TestClusterGoneAfterTheClaimWithholdsTheSend: clusterctl move deletes the
@@ -292,4 +340,55 @@ type fixedSettings struct{}
 
 func (fixedSettings) For(context.Context, string, *infrav1.MailgunClusterIdentityReference) (mailer.Settings, *config.Unusable, error) {
 	return mailer.Settings{Domain: "mg.example.com", APIKey: "key", Recipient: "requests@example.com", APIBase: "https://api.mailgun.net/v3"}, nil, nil
+}
+
+// TestPausedHooksReadTheLiveCluster: the check right before a send, for
+// each kind, on the object as read live. A Cluster paused or gone since the
+// reconcile read it, or a MailgunMachine whose cluster-name label was
+// removed since (it then names no Cluster to check), means no send.
+func TestPausedHooksReadTheLiveCluster(t *testing.T) {
+	cluster, mc := ownedMailgunCluster("live")
+	paused := cluster.DeepCopy()
+	paused.Spec.Paused = ptr.To(true)
+	machine := func(label bool) *infrav1.MailgunMachine {
+		mm := &infrav1.MailgunMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "live-md-0"}}
+		if label {
+			mm.Labels = map[string]string{clusterv1.ClusterNameLabel: cluster.Name}
+		}
+		return mm
+	}
+	for _, tc := range []struct {
+		name    string
+		cluster *clusterv1.Cluster // nil: gone
+		check   func(context.Context, client.Reader) (bool, error)
+		want    bool
+	}{
+		{"MailgunCluster, Cluster running", cluster, mcPaused(mc), false},
+		{"MailgunCluster, Cluster paused", paused, mcPaused(mc), true},
+		{"MailgunCluster, Cluster gone", nil, mcPaused(mc), true},
+		{"MailgunMachine, Cluster running", cluster, mmPaused(machine(true)), false},
+		{"MailgunMachine, Cluster paused", paused, mmPaused(machine(true)), true},
+		{"MailgunMachine, Cluster gone", nil, mmPaused(machine(true)), true},
+		{"MailgunMachine, cluster-name label removed", cluster, mmPaused(machine(false)), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var objs []client.Object
+			if tc.cluster != nil {
+				objs = append(objs, tc.cluster.DeepCopy())
+			}
+			c, _ := withFakeClient(t, &countingMailer{}, fixedSettings{}, nil, objs...)
+			got, err := tc.check(context.Background(), c)
+			if err != nil || got != tc.want {
+				t.Errorf("paused = %v, %v; want %v, nil", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func mcPaused(mc *infrav1.MailgunCluster) func(context.Context, client.Reader) (bool, error) {
+	return func(ctx context.Context, r client.Reader) (bool, error) { return mailgunClusterKind.Paused(ctx, r, mc) }
+}
+
+func mmPaused(mm *infrav1.MailgunMachine) func(context.Context, client.Reader) (bool, error) {
+	return func(ctx context.Context, r client.Reader) (bool, error) { return mailgunMachineKind.Paused(ctx, r, mm) }
 }
