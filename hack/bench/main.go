@@ -30,6 +30,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -86,9 +87,14 @@ func main() {
 	rssObjects := flag.Int("rss-objects", 10000, "cached objects for the memory comparison; 0 skips it")
 	eventLag := flag.Duration("event-lag", 5*time.Minute, "how long the stand-in's events lag behind its sends (Mailgun documents up to about half an hour)")
 	manager := flag.String("manager", "bin/manager", "manager binary")
+	baseline := flag.String("baseline", "", "a second manager binary (an older build, say) whose rows run interleaved with -manager's, for a before/after comparison that runs on equal terms")
 	runs := flag.Int("runs", 5, "runs of each contender per N; the report shows the median")
 	flag.Parse()
-	if err := run(*sizes, *latency, *eventLag, *concurrency, *runs, *rssObjects, *manager); err != nil {
+	managers := []string{*manager}
+	if *baseline != "" {
+		managers = append(managers, *baseline)
+	}
+	if err := run(*sizes, *latency, *eventLag, *concurrency, *runs, *rssObjects, managers); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
@@ -96,6 +102,9 @@ func main() {
 
 type result struct {
 	who string
+	// operatorRun is the operatorRuns index of an operator's row, -1 for
+	// a bare client's.
+	operatorRun int
 	// namespace holds the run's objects.
 	namespace    string
 	n            int
@@ -107,7 +116,14 @@ type result struct {
 	// mailgunPerObj are the requests to Mailgun: sends, lookups and domain
 	// checks.
 	mailgunPerObj float64
-	peakRSSMiB    float64
+	// controlPlaneCPUPerObj is the CPU kube-apiserver and etcd spent per
+	// object during the run above their idle rate (creates, the
+	// contender's work and the measuring watch alike); contenderCPUPerObj
+	// the manager's own, for the operator.
+	controlPlaneCPUPerObj, contenderCPUPerObj time.Duration
+	// window is how long the counters ran.
+	window     time.Duration
+	peakRSSMiB float64
 }
 
 // operatorRuns are the operator's rows: the shipped flags, and without the
@@ -121,7 +137,9 @@ var operatorRuns = []struct {
 	{"operator, --mailgun-qps=0", []string{"--mailgun-qps=0"}},
 }
 
-func run(sizesFlag string, latency, eventLag time.Duration, concurrency, runs, rssObjects int, manager string) error {
+// run measures managers[0] (and managers[1], the baseline, if given)
+// against the bare clients.
+func run(sizesFlag string, latency, eventLag time.Duration, concurrency, runs, rssObjects int, managers []string) error {
 	ctx := context.Background()
 	env, err := testenv.Start()
 	if err != nil {
@@ -155,10 +173,17 @@ func run(sizesFlag string, latency, eventLag time.Duration, concurrency, runs, r
 	// The contenders: the operator and each bare client.
 	type contender func(ctx context.Context, n, run int) (result, error)
 	var contenders []contender
-	for i := range operatorRuns {
-		contenders = append(contenders, func(ctx context.Context, n, run int) (result, error) {
-			return runOperator(ctx, env, proxy, fake, manager, kubeconfig, dir, i, n, run)
-		})
+	for m, manager := range managers {
+		label := ""
+		if m > 0 {
+			label = " (baseline)"
+		}
+		for i := range operatorRuns {
+			op := operatorContender{manager: manager, label: label, which: i, id: len(contenders)}
+			contenders = append(contenders, func(ctx context.Context, n, run int) (result, error) {
+				return runOperator(ctx, env, proxy, fake, op, kubeconfig, dir, n, run)
+			})
+		}
 	}
 	for _, b := range bareClients {
 		contenders = append(contenders, func(ctx context.Context, n, run int) (result, error) {
@@ -175,6 +200,10 @@ func run(sizesFlag string, latency, eventLag time.Duration, concurrency, runs, r
 	if err := cleanup(ctx, env.Client, warm.namespace); err != nil {
 		return err
 	}
+	idle, err := idleCPU(ctx, 30*time.Second)
+	if err != nil {
+		return err
+	}
 
 	var results []result
 	for _, f := range strings.Split(sizesFlag, ",") {
@@ -182,16 +211,19 @@ func run(sizesFlag string, latency, eventLag time.Duration, concurrency, runs, r
 		if err != nil {
 			return err
 		}
-		// Every run starts with another contender, so that none always
-		// goes first or always follows the same one.
+		// Every run takes the contenders in another order, so that none
+		// always goes first or always follows the same one; the order is
+		// seeded, so a bench run can be repeated as it was.
 		byContender := make([][]result, len(contenders))
 		for run := range runs {
-			for k := range contenders {
-				i := (run + k) % len(contenders)
+			// The seed is two small counts; the order need not be unpredictable.
+			order := rand.New(rand.NewPCG(uint64(n), uint64(run))).Perm(len(contenders)) //nolint:gosec // G404, G115: see above
+			for _, i := range order {
 				r, err := contenders[i](ctx, n, run)
 				if err != nil {
 					return err
 				}
+				r.controlPlaneCPUPerObj -= time.Duration(idle * float64(r.window) / float64(n))
 				byContender[i] = append(byContender[i], r)
 				// Later runs should not pay for the objects of earlier
 				// ones (a bigger apiserver heap to garbage-collect).
@@ -206,20 +238,28 @@ func run(sizesFlag string, latency, eventLag time.Duration, concurrency, runs, r
 	}
 	var rssOp, rssBare float64
 	if rssObjects > 0 {
-		rssOp, rssBare, err = memory(ctx, env, manager, kubeconfig, dir, rssObjects)
+		rssOp, rssBare, err = memory(ctx, env, managers[0], kubeconfig, dir, rssObjects)
 		if err != nil {
 			return err
 		}
 	}
-	report(results, latency, eventLag, concurrency, runs, rssObjects, rssOp, rssBare)
+	report(results, latency, eventLag, concurrency, runs, rssObjects, rssOp, rssBare, idle)
 	return nil
 }
 
-// runOperator runs the manager binary with operatorRuns[which]'s flags on n
-// new MailgunClusters and measures until each has its message ID recorded.
+// operatorContender is one of the operator's rows: a manager binary with
+// operatorRuns[which]'s flags; label tells its rows from another binary's,
+// and id its runs' namespaces.
+type operatorContender struct {
+	manager, label string
+	which, id      int
+}
+
+// runOperator runs op's manager binary on n new MailgunClusters and
+// measures until each has its message ID recorded.
 func runOperator(ctx context.Context, env *testenv.Env, proxy *apiproxy.Proxy, fake *mailgunfake.Server,
-	manager, kubeconfig, dir string, which, n, run int) (result, error) {
-	ns := fmt.Sprintf("bench-operator-%d-%d-%d", which, n, run)
+	op operatorContender, kubeconfig, dir string, n, run int) (result, error) {
+	ns := fmt.Sprintf("bench-operator-%d-%d-%d", op.id, n, run)
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return result{}, err
 	}
@@ -230,8 +270,8 @@ func runOperator(ctx context.Context, env *testenv.Env, proxy *apiproxy.Proxy, f
 	// Only the namespaces, the probe address and the log level differ from
 	// the shipped Deployment: no metrics endpoint, no leader election (one
 	// replica), settings from the environment.
-	cmd := exec.Command(manager, append([]string{"--namespace=" + ns, "--config-namespace=",
-		"--metrics-bind-address=0", "--health-probe-bind-address=" + probes, "--zap-log-level=error"}, operatorRuns[which].args...)...)
+	cmd := exec.Command(op.manager, append([]string{"--namespace=" + ns, "--config-namespace=",
+		"--metrics-bind-address=0", "--health-probe-bind-address=" + probes, "--zap-log-level=error"}, operatorRuns[op.which].args...)...)
 	cmd.Env = []string{"KUBECONFIG=" + kubeconfig, "HOME=" + dir,
 		config.EnvDomain + "=" + domain, config.EnvAPIKey + "=" + apiKey, config.EnvRecipient + "=" + recipient, config.EnvAPIBase + "=" + fake.APIBase()}
 	logFile, _ := os.Create(filepath.Join(dir, ns+".log"))
@@ -246,15 +286,17 @@ func runOperator(ctx context.Context, env *testenv.Env, proxy *apiproxy.Proxy, f
 		return result{}, fmt.Errorf("operator run: %w (log %s)", err, logFile.Name())
 	}
 
-	before := countersOf(proxy, fake)
+	pid := cmd.Process.Pid
+	before := countersOf(proxy, fake, pid)
 	created, recorded, start, err := createAndWait(ctx, env.Client, env.Config, ns, n, nil)
 	if err != nil {
 		return result{}, fmt.Errorf("operator run: %w (log %s)", err, logFile.Name())
 	}
-	r := summarise(operatorRuns[which].who, n, created, recorded, start)
+	r := summarise(operatorRuns[op.which].who+op.label, n, created, recorded, start)
+	r.operatorRun = op.which
 	r.namespace = ns
-	countersOf(proxy, fake).since(before).per(n, &r)
-	r.peakRSSMiB = peakRSS(cmd.Process.Pid)
+	countersOf(proxy, fake, pid).since(before).per(n, &r)
+	r.peakRSSMiB = peakRSS(pid)
 	return r, nil
 }
 
@@ -317,7 +359,7 @@ func runBare(ctx context.Context, env *testenv.Env, proxy *apiproxy.Proxy, fake 
 			}
 		}()
 	}
-	before := countersOf(proxy, fake)
+	before := countersOf(proxy, fake, 0)
 	created, recorded, start, err := createAndWait(ctx, env.Client, env.Config, ns, n, work)
 	close(work)
 	wg.Wait()
@@ -325,21 +367,40 @@ func runBare(ctx context.Context, env *testenv.Env, proxy *apiproxy.Proxy, fake 
 		return result{}, fmt.Errorf("%s: %w", b.name, err)
 	}
 	r := summarise(b.name, n, created, recorded, start)
+	r.operatorRun = -1
 	r.namespace = ns
-	countersOf(proxy, fake).since(before).per(n, &r)
+	countersOf(proxy, fake, 0).since(before).per(n, &r)
 	return r, nil
 }
 
-// counters are the proxy's and the stand-in's running totals.
-type counters struct{ writes, conflicts, mailgun int64 }
+// counters are the proxy's and the stand-in's running totals, and the CPU
+// the control plane's processes and the manager (if any) have used.
+type counters struct {
+	// at is when they were read; window, in a difference, how long they
+	// ran.
+	at                            time.Time
+	window                        time.Duration
+	writes, conflicts, mailgun    int64
+	controlPlaneCPU, contenderCPU time.Duration
+}
 
-func countersOf(proxy *apiproxy.Proxy, fake *mailgunfake.Server) counters {
+// countersOf reads the totals; manager is the manager's pid, 0 for a bare
+// client (whose CPU is the bench's own and not counted).
+func countersOf(proxy *apiproxy.Proxy, fake *mailgunfake.Server, manager int) counters {
 	sends, lookups := fake.Requests()
-	return counters{writes: proxy.Writes.Load(), conflicts: proxy.Conflicts.Load(), mailgun: int64(sends + lookups + fake.DomainRequests())}
+	c := counters{at: time.Now(), writes: proxy.Writes.Load(), conflicts: proxy.Conflicts.Load(), mailgun: int64(sends + lookups + fake.DomainRequests())}
+	for _, pid := range controlPlanePIDs() {
+		c.controlPlaneCPU += processCPU(pid)
+	}
+	if manager != 0 {
+		c.contenderCPU = processCPU(manager)
+	}
+	return c
 }
 
 func (c counters) since(before counters) counters {
-	return counters{writes: c.writes - before.writes, conflicts: c.conflicts - before.conflicts, mailgun: c.mailgun - before.mailgun}
+	return counters{at: before.at, window: c.at.Sub(before.at), writes: c.writes - before.writes, conflicts: c.conflicts - before.conflicts, mailgun: c.mailgun - before.mailgun,
+		controlPlaneCPU: c.controlPlaneCPU - before.controlPlaneCPU, contenderCPU: c.contenderCPU - before.contenderCPU}
 }
 
 // per sets r's per-object figures from c, counted over n objects' run.
@@ -347,6 +408,83 @@ func (c counters) per(n int, r *result) {
 	r.writesPerObj = float64(c.writes) / float64(n)
 	r.conflictsPerObj = float64(c.conflicts) / float64(n)
 	r.mailgunPerObj = float64(c.mailgun) / float64(n)
+	r.controlPlaneCPUPerObj = c.controlPlaneCPU / time.Duration(n)
+	r.contenderCPUPerObj = c.contenderCPU / time.Duration(n)
+	r.window = c.window
+}
+
+// idleCPU measures the control plane's CPU use with no contender running,
+// in CPU seconds per second: its own housekeeping, which every run pays
+// for as long as it lasts and which is not the objects' cost.
+func idleCPU(ctx context.Context, d time.Duration) (float64, error) {
+	pids := controlPlanePIDs()
+	if len(pids) != 2 {
+		return 0, fmt.Errorf("found %d kube-apiserver and etcd processes among the bench's children, want 2", len(pids))
+	}
+	cpu := func() (total time.Duration) {
+		for _, pid := range pids {
+			total += processCPU(pid)
+		}
+		return total
+	}
+	before, start := cpu(), time.Now()
+	select {
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-time.After(d):
+	}
+	return float64(cpu()-before) / float64(time.Since(start)), nil
+}
+
+// controlPlanePIDs are the bench's kube-apiserver and etcd: the children of
+// this process with those names (envtest starts them).
+func controlPlanePIDs() []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		name, ppid, _, ok := procStat(pid)
+		if ok && ppid == os.Getpid() && (name == "kube-apiserver" || name == "etcd") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// processCPU is the user and system CPU time pid has used, all threads.
+func processCPU(pid int) time.Duration {
+	_, _, cpu, _ := procStat(pid)
+	return cpu
+}
+
+// clockTick is Linux's USER_HZ, the unit of /proc/<pid>/stat's times: 100
+// on every architecture Go supports there.
+const clockTick = 10 * time.Millisecond
+
+// procStat reads a process's name, parent and CPU time (utime + stime)
+// from /proc/<pid>/stat.
+func procStat(pid int) (name string, ppid int, cpu time.Duration, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", 0, 0, false
+	}
+	// The name is in parentheses and may hold spaces; the fields after it
+	// are space-separated: state, ppid, ..., utime (14th field), stime.
+	open, end := strings.IndexByte(string(b), '('), strings.LastIndexByte(string(b), ')')
+	if open < 0 || end < open {
+		return "", 0, 0, false
+	}
+	fields := strings.Fields(string(b[end+1:]))
+	if len(fields) < 13 {
+		return "", 0, 0, false
+	}
+	ppid, _ = strconv.Atoi(fields[1])
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return string(b[open+1 : end]), ppid, time.Duration(utime+stime) * clockTick, true
 }
 
 func bareOne(ctx context.Context, c client.Client, m *mailer.Client, b bareClient, mc *infrav1.MailgunCluster) error {
@@ -513,7 +651,8 @@ func cleanup(ctx context.Context, c client.Client, ns string) error {
 	return nil
 }
 
-// median returns the result with the median time to converge.
+// median returns the run with the median time to converge (its other
+// figures are that run's).
 func median(rs []result) result {
 	sorted := slices.Clone(rs)
 	slices.SortFunc(sorted, func(a, b result) int { return cmp.Compare(a.converge, b.converge) })
@@ -648,34 +787,36 @@ func procStatus(pid int, field string) float64 {
 	return 0
 }
 
-func report(results []result, latency, eventLag time.Duration, concurrency, runs, rssObjects int, rssOp, rssBare float64) {
-	fmt.Printf("Send latency %v, events lagging %v, bare clients' concurrency %d, %s; each row is the median of %d runs.\n\n",
-		latency, eventLag, concurrency, machine(), runs)
-	fmt.Println("| N | who | converge | emails/s | p50 create→recorded | p99 | apiserver writes/object | conflicts/object | Mailgun calls/object | peak RSS |")
-	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+func report(results []result, latency, eventLag time.Duration, concurrency, runs, rssObjects int, rssOp, rssBare, idle float64) {
+	fmt.Printf("Send latency %v, events lagging %v, bare clients' concurrency %d, %s; each row is the run with the median time to converge of %d runs. "+
+		"The apiserver + etcd CPU is net of their idle use (%.0f ms per second, measured before the runs).\n\n",
+		latency, eventLag, concurrency, machine(), runs, idle*1000)
+	fmt.Println("| N | who | converge | emails/s | p50 create→recorded | p99 | apiserver writes/object | conflicts/object | Mailgun calls/object | apiserver + etcd CPU/object | manager CPU/object | peak RSS |")
+	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, r := range results {
-		rss := "-"
-		if r.peakRSSMiB > 0 {
+		rss, managerCPU := "-", "-"
+		if r.operatorRun >= 0 {
 			rss = fmt.Sprintf("%.0f MiB", r.peakRSSMiB)
+			managerCPU = fmt.Sprintf("%.1f ms", ms(r.contenderCPUPerObj))
 		}
-		fmt.Printf("| %d | %s | %.2fs | %.0f | %v | %v | %.2f | %.2f | %.2f | %s |\n", r.n, r.who, r.converge.Seconds(),
+		fmt.Printf("| %d | %s | %.2fs | %.0f | %v | %v | %.2f | %.2f | %.2f | %.1f ms | %s | %s |\n", r.n, r.who, r.converge.Seconds(),
 			float64(r.n)/r.converge.Seconds(), r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond), r.writesPerObj,
-			r.conflictsPerObj, r.mailgunPerObj, rss)
+			r.conflictsPerObj, r.mailgunPerObj, ms(r.controlPlaneCPUPerObj), managerCPU, rss)
 	}
 	fmt.Println()
-	var unbounded result
 	for _, r := range results {
-		switch r.who {
-		case operatorRuns[0].who:
+		switch r.operatorRun {
+		case 0:
 			// The shipped bound: after the burst, qps sends a second.
 			o := operator.DefaultOptions()
 			floor := float64(max(0, r.n-o.MailgunBurst)) / o.MailgunQPS
-			fmt.Printf("- N=%d: with the default flags the operator takes %.2f× the floor of --mailgun-qps (%.1fs).\n", r.n, r.converge.Seconds()/floor, floor)
-		case operatorRuns[1].who:
-			unbounded = r
-		default:
-			fmt.Printf("- N=%d: with --mailgun-qps=0 the operator takes %.2f× the time of %s to converge.\n", r.n,
-				unbounded.converge.Seconds()/r.converge.Seconds(), r.who)
+			fmt.Printf("- N=%d: %s takes %.2f× the floor of --mailgun-qps (%.1fs).\n", r.n, r.who, r.converge.Seconds()/floor, floor)
+		case 1:
+			for _, b := range results {
+				if b.operatorRun < 0 && b.n == r.n {
+					fmt.Printf("- N=%d: %s takes %.2f× the time of %s to converge.\n", r.n, r.who, r.converge.Seconds()/b.converge.Seconds(), b.who)
+				}
+			}
 		}
 	}
 	if rssObjects > 0 {
@@ -683,6 +824,8 @@ func report(results []result, latency, eventLag time.Duration, concurrency, runs
 			rssObjects, rssOp, rssBare, rssOp/rssBare)
 	}
 }
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func machine() string {
 	return fmt.Sprintf("%d CPUs", goruntime.NumCPU())
