@@ -36,6 +36,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -66,6 +67,7 @@ import (
 	clusterctlclient "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
@@ -73,6 +75,7 @@ import (
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/mailer"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/operator"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/docblock"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/mailgunfake"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/testca"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/testenv"
@@ -362,13 +365,7 @@ func (s *suite) rewriteContainers(podOwner map[string]any, path []string) {
 // addCatalog adds the catalog image as a CatalogSource and waits for OLM to
 // serve our package from it.
 func (s *suite) addCatalog() {
-	s.create(&v1alpha1.CatalogSource{
-		ObjectMeta: metav1.ObjectMeta{Namespace: olmNS, Name: catalogName},
-		Spec: v1alpha1.CatalogSourceSpec{
-			SourceType: v1alpha1.SourceTypeGrpc, Image: s.cfg.catalogV1,
-			DisplayName: "Cluster API Provider Mailgun", Publisher: "e2e",
-		},
-	})
+	s.create(s.docCatalogSource())
 	s.waitCatalogReady(s.cfg.catalogV1)
 	pm := &unstructured.Unstructured{}
 	pm.SetGroupVersionKind(schema.GroupVersionKind{Group: "packages.operators.coreos.com", Version: "v1", Kind: "PackageManifest"})
@@ -389,7 +386,9 @@ func (s *suite) subscribe() {
 	s.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNS,
 		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}})
 	s.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: userNS}})
-	s.create(&operatorsv1.OperatorGroup{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: "capmg"}})
+	og := &operatorsv1.OperatorGroup{}
+	s.docObject(docSubscribe, og)
+	s.create(og)
 	// The fake's CA, which a cluster behind a TLS-inspecting proxy would
 	// hand the operator the same way.
 	s.create(&corev1.ConfigMap{
@@ -451,35 +450,90 @@ func (s *suite) subscribe() {
 	s.t.Logf("operator pod %s runs image %s", pod.Name, c.Image)
 }
 
-// subscription is the operator's Subscription: the channel of the catalog,
-// and through spec.config the CA of the Mailgun fake (as a cluster behind
-// a TLS-inspecting proxy would give it) and the metrics certificate.
+// The sections of docs/install-olm.md whose YAML blocks the e2e applies.
+const (
+	docCatalog   = "## 2. Add the catalog"
+	docSubscribe = "## 3. Create the namespace and the Subscription"
+)
+
+// docNames are where the rest of the suite expects each of the doc's
+// objects.
+var docNames = map[string]types.NamespacedName{
+	"CatalogSource": {Namespace: olmNS, Name: catalogName},
+	"OperatorGroup": {Namespace: operatorNS, Name: "capmg"},
+	"Subscription":  {Namespace: operatorNS, Name: pkg},
+}
+
+// docObject decodes into obj the object of obj's kind among the YAML blocks
+// of docs/install-olm.md's section: the e2e applies what users copy. It
+// fails unless the object has the name and namespace the suite uses.
+func (s *suite) docObject(section string, obj client.Object) {
+	s.t.Helper()
+	blocks, err := docblock.Section(filepath.Join(s.cfg.repoRoot, "docs", "install-olm.md"), section, "yaml")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	gvk, err := apiutil.GVKForObject(obj, s.c.Scheme())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, block := range blocks {
+		for _, doc := range strings.Split(block, "\n---\n") {
+			var meta metav1.TypeMeta
+			if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+				s.t.Fatalf("docs/install-olm.md %q: %v", section, err)
+			}
+			if meta.GroupVersionKind() == gvk {
+				if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+					s.t.Fatalf("docs/install-olm.md %q: the %s: %v", section, gvk.Kind, err)
+				}
+				if got, want := client.ObjectKeyFromObject(obj), docNames[gvk.Kind]; got != want {
+					s.t.Fatalf("docs/install-olm.md %q: the %s is %s; the e2e expects %s", section, gvk.Kind, got, want)
+				}
+				return
+			}
+		}
+	}
+	s.t.Fatalf("docs/install-olm.md %q has no %s", section, gvk)
+}
+
+// docCatalogSource is the doc's CatalogSource with this run's registry for
+// <registry>, which must name the catalog image this run built.
+func (s *suite) docCatalogSource() *v1alpha1.CatalogSource {
+	cat := &v1alpha1.CatalogSource{}
+	s.docObject(docCatalog, cat)
+	cat.Spec.Image = strings.Replace(cat.Spec.Image, "<registry>", path.Dir(s.cfg.catalogV1), 1)
+	if cat.Spec.Image != s.cfg.catalogV1 {
+		s.t.Fatalf("docs/install-olm.md's CatalogSource names %s (with this run's registry); this run built %s", cat.Spec.Image, s.cfg.catalogV1)
+	}
+	return cat
+}
+
+// subscription is the doc's Subscription with, through spec.config, the CA
+// of the Mailgun fake (as a cluster behind a TLS-inspecting proxy would
+// give it) and the metrics certificate.
 func (s *suite) subscription() *v1alpha1.Subscription {
-	return &v1alpha1.Subscription{
-		ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: pkg},
-		Spec: &v1alpha1.SubscriptionSpec{
-			CatalogSource: catalogName, CatalogSourceNamespace: olmNS,
-			Package: pkg, Channel: "stable", InstallPlanApproval: v1alpha1.ApprovalAutomatic,
-			Config: &v1alpha1.SubscriptionConfig{
-				Env: []corev1.EnvVar{
-					{Name: "SSL_CERT_FILE", Value: "/etc/mailgun-ca/ca.crt"},
-					{Name: "METRICS_CERT_PATH", Value: "/etc/metrics-cert"},
-				},
-				Volumes: []corev1.Volume{
-					{Name: "mailgun-ca", VolumeSource: corev1.VolumeSource{
-						ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "mailgun-ca"}},
-					}},
-					{Name: "metrics-cert", VolumeSource: corev1.VolumeSource{
-						Secret: &corev1.SecretVolumeSource{SecretName: "capmg-metrics-server-cert"}, //nolint:gosec // G101: a Secret's name, no credential
-					}},
-				},
-				VolumeMounts: []corev1.VolumeMount{
-					{Name: "mailgun-ca", MountPath: "/etc/mailgun-ca", ReadOnly: true},
-					{Name: "metrics-cert", MountPath: "/etc/metrics-cert", ReadOnly: true},
-				},
-			},
+	sub := &v1alpha1.Subscription{}
+	s.docObject(docSubscribe, sub)
+	sub.Spec.Config = &v1alpha1.SubscriptionConfig{
+		Env: []corev1.EnvVar{
+			{Name: "SSL_CERT_FILE", Value: "/etc/mailgun-ca/ca.crt"},
+			{Name: "METRICS_CERT_PATH", Value: "/etc/metrics-cert"},
+		},
+		Volumes: []corev1.Volume{
+			{Name: "mailgun-ca", VolumeSource: corev1.VolumeSource{
+				ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "mailgun-ca"}},
+			}},
+			{Name: "metrics-cert", VolumeSource: corev1.VolumeSource{
+				Secret: &corev1.SecretVolumeSource{SecretName: "capmg-metrics-server-cert"}, //nolint:gosec // G101: a Secret's name, no credential
+			}},
+		},
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: "mailgun-ca", MountPath: "/etc/mailgun-ca", ReadOnly: true},
+			{Name: "metrics-cert", MountPath: "/etc/metrics-cert", ReadOnly: true},
 		},
 	}
+	return sub
 }
 
 // configure gives the operator its Mailgun settings the way

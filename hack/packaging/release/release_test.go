@@ -26,28 +26,22 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/docblock"
 )
 
 const userBase = "registry.example:5000/team/cluster-api-provider-mailgun"
 
 // releaseBlock returns the shell block of docs/install-olm.md's section
-// "1. Build and publish the images", with <registry> filled in.
+// "1. Build and publish the images (maintainers)", with <registry> filled
+// in.
 func releaseBlock(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile("../../../docs/install-olm.md")
+	blocks, err := docblock.Section("../../../docs/install-olm.md", "## 1. Build and publish the images (maintainers)", "sh")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(b), "## 1. Build and publish the images")
-	if !ok {
-		t.Fatal("docs/install-olm.md has no section 1. Build and publish the images")
-	}
-	_, block, ok := strings.Cut(section, "```sh\n")
-	if !ok {
-		t.Fatal("the section has no sh block")
-	}
-	block, _, _ = strings.Cut(block, "```")
-	return strings.Split(strings.TrimSpace(strings.ReplaceAll(block, "<registry>", "registry.example:5000/team")), "\n")
+	return strings.Split(strings.TrimSpace(strings.ReplaceAll(blocks[0], "<registry>", "registry.example:5000/team")), "\n")
 }
 
 // TestReleaseCommandsNameOnlyTheUsersImages runs the documented release
