@@ -200,7 +200,7 @@ func run(sizesFlag string, latency, eventLag time.Duration, concurrency, runs, r
 	if err := cleanup(ctx, env.Client, warm.namespace); err != nil {
 		return err
 	}
-	idle, err := idleCPU(ctx, 30*time.Second)
+	idle, err := idleCPU(ctx, proxy, fake, 30*time.Second)
 	if err != nil {
 		return err
 	}
@@ -416,24 +416,18 @@ func (c counters) per(n int, r *result) {
 // idleCPU measures the control plane's CPU use with no contender running,
 // in CPU seconds per second: its own housekeeping, which every run pays
 // for as long as it lasts and which is not the objects' cost.
-func idleCPU(ctx context.Context, d time.Duration) (float64, error) {
-	pids := controlPlanePIDs()
-	if len(pids) != 2 {
+func idleCPU(ctx context.Context, proxy *apiproxy.Proxy, fake *mailgunfake.Server, d time.Duration) (float64, error) {
+	if pids := controlPlanePIDs(); len(pids) != 2 {
 		return 0, fmt.Errorf("found %d kube-apiserver and etcd processes among the bench's children, want 2", len(pids))
 	}
-	cpu := func() (total time.Duration) {
-		for _, pid := range pids {
-			total += processCPU(pid)
-		}
-		return total
-	}
-	before, start := cpu(), time.Now()
+	before := countersOf(proxy, fake, 0)
 	select {
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	case <-time.After(d):
 	}
-	return float64(cpu()-before) / float64(time.Since(start)), nil
+	idle := countersOf(proxy, fake, 0).since(before)
+	return float64(idle.controlPlaneCPU) / float64(idle.window), nil
 }
 
 // controlPlanePIDs are the bench's kube-apiserver and etcd: the children of

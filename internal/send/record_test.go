@@ -176,9 +176,6 @@ func TestSendDomainChanged(t *testing.T) {
 	}
 }
 
-// TestResendMessageIDsAreUnique: resend values reused ("a", "b", "a", "b")
-// are new requests each, and no two share a Message-Id: a lookup for the
-// fourth must not find the second email and report it as the fourth's.
 // TestLastAcceptedMessageID: the recorded email, else while a resend is
 // pending the one it replaces, else none.
 func TestLastAcceptedMessageID(t *testing.T) {
@@ -203,6 +200,9 @@ func TestLastAcceptedMessageID(t *testing.T) {
 	}
 }
 
+// TestResendMessageIDsAreUnique: resend values reused ("a", "b", "a", "b")
+// are new requests each, and no two share a Message-Id: a lookup for the
+// fourth must not find the second email and report it as the fourth's.
 func TestResendMessageIDsAreUnique(t *testing.T) {
 	mc := &infrav1.MailgunCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "prod", UID: "6f1c2d3e-0000-4000-8000-000000000001",
 		Annotations: map[string]string{}}}
