@@ -478,20 +478,22 @@ func (s *suite) docObject(section string, obj client.Object) {
 		s.t.Fatal(err)
 	}
 	for _, block := range blocks {
-		for _, doc := range strings.Split(block, "\n---\n") {
-			var meta metav1.TypeMeta
-			if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
-				s.t.Fatalf("docs/install-olm.md %q: %v", section, err)
+		objs, err := manifests.Decode([]byte(block))
+		if err != nil {
+			s.t.Fatalf("docs/install-olm.md %q: %v", section, err)
+		}
+		for _, u := range objs {
+			if u.GroupVersionKind() != gvk {
+				continue
 			}
-			if meta.GroupVersionKind() == gvk {
-				if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
-					s.t.Fatalf("docs/install-olm.md %q: the %s: %v", section, gvk.Kind, err)
-				}
-				if got, want := client.ObjectKeyFromObject(obj), docNames[gvk.Kind]; got != want {
-					s.t.Fatalf("docs/install-olm.md %q: the %s is %s; the e2e expects %s", section, gvk.Kind, got, want)
-				}
-				return
+			// Strict: a field the type lacks (a typo in the doc) fails.
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, obj, true); err != nil {
+				s.t.Fatalf("docs/install-olm.md %q: the %s: %v", section, gvk.Kind, err)
 			}
+			if got, want := client.ObjectKeyFromObject(obj), docNames[gvk.Kind]; got != want {
+				s.t.Fatalf("docs/install-olm.md %q: the %s is %s; the e2e expects %s", section, gvk.Kind, got, want)
+			}
+			return
 		}
 	}
 	s.t.Fatalf("docs/install-olm.md %q has no %s", section, gvk)
