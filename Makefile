@@ -92,16 +92,16 @@ test: vet controlplane ## The unit tests and the envtest suite (a real kube-apis
 	KUBEBUILDER_ASSETS="$$(hack/build-controlplane.sh)" go test -race -count=1 ./...
 
 .PHONY: e2e
-e2e: $(OPM) ## The user's path on a real single-node cluster: catalog image -> OLM (as pods) -> operator pod -> email, upgrade, clusterctl move away and back, delete, uninstall (needs root; logs in bin/e2e/logs).
-	IMAGE_TAG_BASE=$(IMAGE_TAG_BASE) PACKAGE=$(PACKAGE) OPM=$(OPM) hack/e2e.sh
+e2e: $(OPM) ## The user's path on a real single-node cluster: the release commands of docs/install-olm.md -> catalog image -> OLM (as pods) -> operator pod -> email, upgrade, clusterctl move away and back, delete, uninstall (needs root; logs in bin/e2e/logs).
+	PACKAGE=$(PACKAGE) OPM=$(OPM) hack/e2e.sh
 
 .PHONY: e2e-olmv1
 e2e-olmv1: $(OPM) ## The same path with OLM v1 (catalogd + operator-controller as pods): ClusterCatalog -> ClusterExtension -> operator pod -> email, upgrade, drift correction, uninstall (needs root; logs in bin/e2e-olmv1/logs).
-	E2E_OLM=v1 IMAGE_TAG_BASE=$(IMAGE_TAG_BASE) PACKAGE=$(PACKAGE) OPM=$(OPM) hack/e2e.sh
+	E2E_OLM=v1 PACKAGE=$(PACKAGE) OPM=$(OPM) hack/e2e.sh
 
 .PHONY: demo-olm
 demo-olm: $(OPM) ## The user's path as a demo on a real node (needs root): install from the catalog image with OLM, print the email; DEMO_KEEP=1 leaves the node running.
-	E2E_DEMO=1 E2E_KEEP_NODE=$(DEMO_KEEP) IMAGE_TAG_BASE=$(IMAGE_TAG_BASE) PACKAGE=$(PACKAGE) OPM=$(OPM) hack/e2e.sh
+	E2E_DEMO=1 E2E_KEEP_NODE=$(DEMO_KEEP) PACKAGE=$(PACKAGE) OPM=$(OPM) hack/e2e.sh
 
 .PHONY: node-up
 node-up: ## Start the single-node test cluster (hack/node/node.sh; needs root). KUBECONFIG=/var/lib/capmg-node/admin.kubeconfig
@@ -204,10 +204,12 @@ bundle-push: ## Push the bundle image.
 # The versions the catalog's channel lists, oldest first; each replaces the
 # one before. Their bundle images must be pushed (bundle-build bundle-push).
 CATALOG_VERSIONS ?= $(VERSION)
+# true pulls the bundle images over plain HTTP (a registry without TLS).
+CATALOG_USE_HTTP ?= false
 
 .PHONY: catalog
 catalog: $(OPM) ## Render the file-based catalog (catalog/) from the bundle images of CATALOG_VERSIONS, write catalog.Dockerfile, and validate it.
-	hack/render-catalog.sh $(OPM) $(PACKAGE) $(DEFAULT_CHANNEL) catalog $(IMAGE_TAG_BASE)-bundle $(CATALOG_VERSIONS)
+	CATALOG_USE_HTTP=$(CATALOG_USE_HTTP) hack/render-catalog.sh $(OPM) $(PACKAGE) $(DEFAULT_CHANNEL) catalog $(IMAGE_TAG_BASE)-bundle $(CATALOG_VERSIONS)
 
 .PHONY: catalog-build
 catalog-build: ## Build the catalog image from what make catalog rendered (run it first, with the same variables).

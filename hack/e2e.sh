@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # make e2e: the user's path, for real. Brings up the single-node test
-# cluster (hack/node/node.sh), builds the operator, bundle and catalog
-# images of two releases (0.1.0, and 0.1.1 replacing it) and OLM's images
-# with buildah, pushes them to the node's registry under their published
-# names, runs test/e2e against the node, and tears the node down. It fails
-# if the containment guard counted a leaked packet or if teardown left
-# anything behind.
+# cluster (hack/node/node.sh), builds OLM's images with buildah, releases
+# the operator twice (0.1.0, and 0.1.1 replacing it) with the release
+# commands of docs/install-olm.md, run as they are written with buildah into
+# the node's registry, runs test/e2e against the node, and tears the node
+# down. It fails if the containment guard counted a leaked packet or if
+# teardown left anything behind.
 #
 # E2E_OLM=v1 (make e2e-olmv1) runs the same path with OLM v1 instead
 # (catalogd and operator-controller as pods, TestInstallWithOLMv1) in
@@ -21,7 +21,13 @@ node=hack/node/node.sh
 registry=127.0.0.1:5000
 # The Mailgun fake listens on the node's bridge, where pods reach it.
 MAILGUN_FAKE_ADDR=10.244.0.1:0
-: "${IMAGE_TAG_BASE:?}" "${PACKAGE:?}" "${OPM:?}"
+: "${PACKAGE:?}" "${OPM:?}"
+# The maintainer's registry the release commands push to: the node's
+# registry under its own name. The node's containerd resolves ghcr.io/<path>
+# to the same registry's <path>, so ghcr.io/capi-mailgun names the same
+# images, as the shipped config/olmv1/clustercatalog.yaml does.
+release_registry=$registry/capi-mailgun
+IMAGE_TAG_BASE=$release_registry/$PACKAGE
 olm=${E2E_OLM:-v0}
 case $olm in
   v0) work=$root/bin/e2e ;;
@@ -63,12 +69,45 @@ trap finish EXIT
 
 rm -rf "$work" && mkdir -p "$logs"
 $node up
+# The node's kubectl runs the docs' sh blocks in test/e2e.
+kubectl=$(hack/build-controlplane.sh node)/kubectl
 timing "node up"
 
+# release runs the release commands of docs/install-olm.md (section 1, its
+# sh blocks in one shell, as a maintainer types them) in a copy of the
+# source tree, with two changes: <registry> is the node's registry, and the
+# container tool is buildah, one of those the block offers. The Dockerfile's
+# public base images are local stand-ins under their names (images.sh).
+release() {
+  local src=$work/src script=$work/release.sh
+  rm -rf "$src" && mkdir -p "$src"
+  git ls-files -z --cached --others --exclude-standard |
+    tar --null --ignore-failed-read -cf - -T - 2>/dev/null | tar -xf - -C "$src"
+  go run ./hack/docblock docs/install-olm.md "## 1. Build and publish the images (maintainers)" sh |
+    sed -e "s#<registry>#$release_registry#g" -e 's#CONTAINER_TOOL=docker #CONTAINER_TOOL=buildah #' >"$script"
+  grep -q 'CONTAINER_TOOL=buildah ' "$script" || {
+    echo "e2e.sh: the release block no longer sets CONTAINER_TOOL=docker, which this script changes to buildah" >&2
+    exit 1
+  }
+  echo "==> releasing $v1 and $v2 with docs/install-olm.md's commands (log: $logs/release.log)"
+  # The tools (opm, controller-gen, kustomize) are the checkout's; the
+  # registry serves plain HTTP, which make catalog is told. buildah keeps
+  # the Dockerfile's cache mounts under TMPDIR: with its storage (images.sh).
+  mkdir -p "$root/bin/.buildah/tmp"
+  if ! (cd "$src" && LOCALBIN=$root/bin CATALOG_USE_HTTP=true TMPDIR=$root/bin/.buildah/tmp \
+    bash -euo pipefail -x "$script") >"$logs/release.log" 2>&1; then
+    tail -40 "$logs/release.log" >&2
+    echo "FAIL: the documented release commands failed" >&2
+    exit 1
+  fi
+  grep -E '^\+ make ' "$logs/release.log" | sed 's/^+ /==> ran: /'
+}
+
 echo "==> images (buildah)"
+eval "$(hack/images.sh buildah-env "$registry")"
 if [[ $olm == v0 ]]; then
   hack/images.sh olm "$registry" "$olm_image" "$opm_image"
-  hack/images.sh operator "$registry" "$IMAGE_TAG_BASE:v$v1"
+  hack/images.sh stand-ins
 else
   # opm's image is the catalog images' base.
   hack/images.sh opm "$registry" "$opm_image"
@@ -88,23 +127,15 @@ else
   openssl x509 -req -in "$fake_pki/tls.csr" -CA "$fake_pki/ca.crt" -CAkey "$fake_pki/ca.key" -CAcreateserial -days 1 \
     -extfile <(printf 'subjectAltName=IP:%s\nextendedKeyUsage=serverAuth\n' "${MAILGUN_FAKE_ADDR%:*}") \
     -out "$fake_pki/tls.crt" 2>/dev/null
-  STAND_IN_EXTRA_CA=$fake_pki/ca.crt hack/images.sh operator "$registry" "$IMAGE_TAG_BASE:v$v1"
+  STAND_IN_EXTRA_CA=$fake_pki/ca.crt hack/images.sh stand-ins
 fi
-# 0.1.1 is the same code under the next version's name: what the upgrade
-# tests is OLM's path from one release to the next.
-hack/images.sh retag "$registry" "$IMAGE_TAG_BASE:v$v1" "$IMAGE_TAG_BASE:v$v2"
-hack/images.sh bundle "$registry" "$IMAGE_TAG_BASE-bundle:v$v1"
-go run ./hack/bundle --version "$v2" --replaces "$PACKAGE.v$v1" --image "$IMAGE_TAG_BASE:v$v2" \
-  --output-dir "$work/v$v2/bundle" >/dev/null
-hack/images.sh bundle "$registry" "$IMAGE_TAG_BASE-bundle:v$v2" "$work/v$v2"
-CATALOG_PULL_REGISTRY=$registry hack/render-catalog.sh "$OPM" "$PACKAGE" stable "$work/catalog-v$v1/catalog" "$IMAGE_TAG_BASE-bundle" "$v1"
-CATALOG_PULL_REGISTRY=$registry hack/render-catalog.sh "$OPM" "$PACKAGE" stable "$work/catalog-v$v2/catalog" "$IMAGE_TAG_BASE-bundle" "$v1" "$v2"
-hack/images.sh catalog "$registry" "$IMAGE_TAG_BASE-catalog:v$v1" "$work/catalog-v$v1/catalog"
-hack/images.sh catalog "$registry" "$IMAGE_TAG_BASE-catalog:v$v2" "$work/catalog-v$v2/catalog"
+timing "OLM's images and the stand-ins built"
+release
+timing "released"
 if [[ $olm == v1 ]]; then
   hack/images.sh sizes "$IMAGE_TAG_BASE:v$v1" "$IMAGE_TAG_BASE-catalog:v$v2" "$catalogd_image" "$opcon_image"
   timing "images built and pushed"
-  KUBECONFIG=/var/lib/capmg-node/admin.kubeconfig \
+  KUBECONFIG=/var/lib/capmg-node/admin.kubeconfig KUBECTL=$kubectl \
   OLMV1_DIR=$(cd hack/olmv1 && go list -m -f '{{.Dir}}' $olmv1_mod) \
   CATALOGD_IMAGE=$catalogd_image OPERATOR_CONTROLLER_IMAGE=$opcon_image \
   CATALOG_IMAGE_V1=$IMAGE_TAG_BASE-catalog:v$v1 CATALOG_IMAGE_V2=$IMAGE_TAG_BASE-catalog:v$v2 \
@@ -118,7 +149,7 @@ fi
 hack/images.sh sizes "$IMAGE_TAG_BASE:v$v1" "$IMAGE_TAG_BASE-bundle:v$v1" "$IMAGE_TAG_BASE-catalog:v$v2" "$olm_image" "$opm_image"
 timing "images built and pushed"
 
-KUBECONFIG=/var/lib/capmg-node/admin.kubeconfig \
+KUBECONFIG=/var/lib/capmg-node/admin.kubeconfig KUBECTL=$kubectl \
 OLM_DIR=$(cd hack/olm && go list -m -f '{{.Dir}}' github.com/operator-framework/operator-lifecycle-manager) \
 OLM_CRDS=$(cd hack/olm && go list -m -f '{{.Dir}}' github.com/operator-framework/api)/crds \
 OLM_IMAGE=$olm_image OPM_IMAGE=$opm_image \

@@ -1,6 +1,15 @@
 #!/usr/bin/env bash
-# Builds container images with buildah and pushes them to a registry.
+# Builds the images the test node needs that are not this project's own,
+# with buildah, and pushes them to a registry; the operator, bundle and
+# catalog images are built by the Makefile's release targets (hack/e2e.sh).
 #
+#   images.sh buildah-env REGISTRY  prints the environment (export lines)
+#                                    under which a plain `buildah`, as the
+#                                    Makefile runs it, uses this script's
+#                                    storage, chroot isolation and REGISTRY
+#                                    over plain HTTP
+#   images.sh stand-ins              Dockerfile's two base images, under the
+#                                    names it gives as defaults
 #   images.sh node-images REGISTRY   the test node's pause and CoreDNS images
 #   images.sh olm REGISTRY OLM_IMAGE OPM_IMAGE  OLM v0's image (olm, catalog,
 #                                    package-server, copy-content, cpb, cp) and
@@ -9,23 +18,18 @@
 #   images.sh olmv1 REGISTRY POD_REGISTRY CATALOGD_IMAGE OPERATOR_CONTROLLER_IMAGE
 #                                    OLM v1's two images; both pull images
 #                                    themselves, from POD_REGISTRY
-#   images.sh operator REGISTRY IMAGE          the manager image, from ./Dockerfile
-#   images.sh bundle REGISTRY IMAGE [DIR]      a bundle image, from ./bundle.Dockerfile
-#                                              (DIR: a directory holding bundle/ to use
-#                                              instead of the repository's)
-#   images.sh retag REGISTRY IMAGE NEW        tag an image built before as NEW, push NEW
 #   images.sh sizes IMAGE...                  print the images' sizes
-#   images.sh catalog REGISTRY IMAGE DIR       a catalog image from the catalog DIR
-#                                              and DIR.Dockerfile (make catalog)
 #
-# IMAGE is the published name (e.g. ghcr.io/capi-mailgun/...:v0.1.0); it is
-# pushed to REGISTRY under the same repository path, which is where the test
-# node's containerd mirrors resolve the published registries to.
+# IMAGE is the published name (e.g. quay.io/operator-framework/opm:v1.61.0);
+# it is pushed to REGISTRY under the same repository path, which is where
+# the test node's containerd mirrors resolve the published registries to.
 #
-# Public base images cannot be pulled here, so the Dockerfiles' base images
-# are replaced, through their build arguments, by local stand-ins built from
-# what the machine has: a static non-root base with CA certificates, and a
-# Go builder that uses this machine's Go toolchain and module cache.
+# Public base images cannot be pulled here, so local stand-ins built from
+# what the machine has take the names the Dockerfile defaults to, as a
+# company's mirror would: a static non-root base with CA certificates
+# (gcr.io/distroless/static:nonroot), and a Go builder (golang) with this
+# machine's Go toolchain that downloads modules from this machine's
+# GOPROXY.
 #
 # STAND_IN_EXTRA_CA (optional): a PEM file of CA certificates added to the
 # stand-in base's trust bundle, which images built on it (the manager's)
@@ -36,9 +40,15 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 out="$root/bin/images"
 # buildah keeps its storage in bin/ (a cache, git-ignored): vfs works in this
 # sandbox, and chroot isolation needs no user namespaces.
-BUILDAH=(buildah --root "$root/bin/buildah/root" --runroot "$root/bin/buildah/run" --storage-driver vfs)
-BASE_IMAGE=localhost/capmg-stand-in/static-nonroot:latest
-BUILDER_IMAGE=localhost/capmg-stand-in/golang:latest
+# The name starts with a dot: Go's ./... skips it, and the stand-in builder
+# and the cache mounts hold Go source (GOROOT, modules) that is not ours.
+store=$root/bin/.buildah
+BUILDAH=(buildah --root "$store/root" --runroot "$store/run" --storage-driver vfs)
+# The Dockerfile's defaults, fully qualified as buildah stores them.
+dockerfile_arg() { sed -n "s/^ARG $1=//p" "$root/Dockerfile"; }
+qualify() { case $1 in */*) echo "$1" ;; *) echo "docker.io/library/$1" ;; esac; }
+BASE_IMAGE=$(qualify "$(dockerfile_arg BASE_IMAGE)")
+BUILDER_IMAGE=$(qualify "$(dockerfile_arg BUILDER_IMAGE)")
 
 log() { printf '==> %s\n' "$*" >&2; }
 
@@ -78,8 +88,9 @@ opm_image() {
   push "$2" "$2" "$1"
 }
 
-# stand_ins builds the two base images the Dockerfiles take as arguments.
-stand_ins() {
+# stand_in_base builds the Dockerfile's base image (and the base of OLM v1's
+# images).
+stand_in_base() {
   mkdir -p "$out/base/etc/ssl/certs" "$out/base/tmp"
   printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$out/base/etc/passwd"
   printf 'root:x:0:\nnonroot:x:65532:\n' >"$out/base/etc/group"
@@ -90,24 +101,57 @@ stand_ins() {
   fi
   chmod 1777 "$out/base/tmp"
   scratch_image "$BASE_IMAGE" 65532:65532 '[]' "$out/base=/"
-  # The builder: a shell (busybox) for the Dockerfile's RUN lines; Go and the
-  # module and build caches are mounted from the host at build time.
+  log "stand-in $BASE_IMAGE built"
+}
+
+# stand_in_builder builds the Dockerfile's builder image.
+stand_in_builder() {
+  # The builder: a shell (busybox) for the Dockerfile's RUN lines and this
+  # machine's Go toolchain; modules come from this machine's GOPROXY, through
+  # its trusted CAs.
   mkdir -p "$out/builder/bin" "$out/builder/etc/ssl/certs" "$out/builder/tmp"
   chmod 1777 "$out/builder/tmp"
   cp /bin/busybox "$out/builder/bin/busybox"
-  # The module proxy is reached through this machine's trusted CAs.
   cp /etc/ssl/certs/ca-certificates.crt "$out/builder/etc/ssl/certs/"
   local a
   for a in sh env mkdir cp rm ls cat; do ln -sf busybox "$out/builder/bin/$a"; done
   local c
   c=$("${BUILDAH[@]}" from scratch)
   "${BUILDAH[@]}" copy --quiet "$c" "$out/builder" / >/dev/null
+  # Straight from GOROOT: a copy under bin/ would be in this module's ./...
+  "${BUILDAH[@]}" copy --quiet "$c" "$(go env GOROOT)" /usr/local/go >/dev/null
   "${BUILDAH[@]}" config --env PATH=/usr/local/go/bin:/go/bin:/bin --env GOPATH=/go --env HOME=/root \
-    --env GOTOOLCHAIN=local --env GOFLAGS=-mod=mod "$c"
+    --env GOTOOLCHAIN=local --env "GOPROXY=$(go env GOPROXY)" --env "GOSUMDB=$(go env GOSUMDB)" \
+    --env "GONOSUMDB=$(go env GONOSUMDB)" "$c"
   "${BUILDAH[@]}" commit --quiet --rm "$c" "$BUILDER_IMAGE" >/dev/null
+  log "stand-in $BUILDER_IMAGE built ($(go env GOVERSION))"
 }
 
 case "${1:-}" in
+  buildah-env)
+    registry=$2
+    mkdir -p "$store"
+    cat >"$store/storage.conf" <<EOF
+[storage]
+driver = "vfs"
+graphroot = "$store/root"
+runroot = "$store/run"
+EOF
+    # Short names (the Dockerfile's golang) resolve to docker.io, as with
+    # Docker; REGISTRY is reached over plain HTTP.
+    cat >"$store/registries.conf" <<EOF
+unqualified-search-registries = ["docker.io"]
+[[registry]]
+location = "$registry"
+insecure = true
+EOF
+    printf 'export CONTAINERS_STORAGE_CONF=%q CONTAINERS_REGISTRIES_CONF=%q BUILDAH_ISOLATION=chroot\n' \
+      "$store/storage.conf" "$store/registries.conf"
+    ;;
+  stand-ins)
+    stand_in_base
+    stand_in_builder
+    ;;
   node-images)
     registry=$2
     go_build "$root/hack/node" github.com/coredns/coredns "$out/coredns/coredns"
@@ -140,13 +184,14 @@ case "${1:-}" in
   olmv1)
     registry=$2 pod_registry=$3 catalogd_image=$4 opcon_image=$5
     mod=github.com/operator-framework/operator-controller
-    stand_ins
+    stand_in_base
     # The controllers pull catalog and bundle images with containers/image,
     # which reads /etc/containers/registries.conf: every registry name the
-    # node mirrors (node.sh's MIRRORED_REGISTRIES) is the node's registry,
-    # over plain HTTP.
+    # node mirrors (node.sh's MIRRORED_REGISTRIES), and REGISTRY itself,
+    # which they cannot reach on loopback, is the node's registry, over
+    # plain HTTP.
     mkdir -p "$out/olmv1/etc/containers"
-    for r in docker.io ghcr.io quay.io registry.k8s.io gcr.io; do
+    for r in docker.io ghcr.io quay.io registry.k8s.io gcr.io "$registry"; do
       printf '[[registry]]\nprefix = "%s"\nlocation = "%s"\ninsecure = true\n\n' "$r" "$pod_registry"
     done >"$out/olmv1/etc/containers/registries.conf"
     for b in catalogd:"$catalogd_image" operator-controller:"$opcon_image"; do
@@ -162,35 +207,6 @@ case "${1:-}" in
       push "$image" "$image" "$registry"
     done
     ;;
-  operator)
-    registry=$2 image=$3
-    stand_ins
-    log "building $image from Dockerfile"
-    "${BUILDAH[@]}" bud --quiet --isolation chroot --layers=false \
-      --build-arg "BUILDER_IMAGE=$BUILDER_IMAGE" --build-arg "BASE_IMAGE=$BASE_IMAGE" \
-      --build-arg TARGETOS=linux --build-arg "TARGETARCH=$(go env GOARCH)" \
-      --volume /usr/local/go:/usr/local/go:ro \
-      --volume "$(go env GOMODCACHE):/go/pkg/mod" --volume "$(go env GOCACHE):/root/.cache/go-build" \
-      --env "GOPROXY=$(go env GOPROXY)" --env "GONOSUMDB=$(go env GONOSUMDB)" --env "GOSUMDB=$(go env GOSUMDB)" \
-      -f "$root/Dockerfile" -t "$image" "$root" >/dev/null
-    push "$image" "$image" "$registry"
-    ;;
-  bundle)
-    registry=$2 image=$3 dir=${4:-$root}
-    log "building $image from bundle.Dockerfile"
-    "${BUILDAH[@]}" bud --quiet --isolation chroot -f "$root/bundle.Dockerfile" -t "$image" "$dir" >/dev/null
-    push "$image" "$image" "$registry"
-    ;;
-  catalog)
-    registry=$2 image=$3 dir=$4
-    log "building $image from $dir.Dockerfile"
-    "${BUILDAH[@]}" bud --quiet --isolation chroot -f "$dir.Dockerfile" -t "$image" "$(dirname "$dir")" >/dev/null
-    push "$image" "$image" "$registry"
-    ;;
-  retag)
-    "${BUILDAH[@]}" tag "$3" "$4"
-    push "$4" "$4" "$2"
-    ;;
   sizes)
     shift
     for i in "$@"; do
@@ -198,7 +214,7 @@ case "${1:-}" in
     done
     ;;
   *)
-    echo "usage: images.sh node-images|olm|opm|olmv1|operator|bundle|catalog|retag|sizes ..." >&2
+    echo "usage: images.sh buildah-env|stand-ins|node-images|olm|opm|olmv1|sizes ..." >&2
     exit 1
     ;;
 esac

@@ -9,9 +9,8 @@
 # the catalog. The bundle images must be pushed first (make bundle-build
 # bundle-push). Each version replaces the one before it in the channel.
 #
-# CATALOG_PULL_REGISTRY (optional, e.g. 127.0.0.1:5000) pulls the bundles
-# from that registry over plain HTTP instead of their published registry;
-# the catalog still names the published images.
+# CATALOG_USE_HTTP=true pulls the bundle images over plain HTTP, for a
+# registry without TLS (the test node's).
 #
 # Usage: render-catalog.sh OPM PACKAGE CHANNEL OUTPUT_DIR BUNDLE_REPO VERSION...
 #   e.g. render-catalog.sh bin/opm my-operator stable catalog ghcr.io/me/my-operator-bundle 0.1.0 0.1.1
@@ -23,11 +22,12 @@ shift 5
 root=$(cd "$(dirname "$0")/.." && pwd)
 opm_version=$(cd "$root/hack/opm" && go list -m -f "{{.Version}}" github.com/operator-framework/operator-registry)
 
-pull_repo=$bundle_repo pull_flags=()
-if [[ -n "${CATALOG_PULL_REGISTRY:-}" ]]; then
-  pull_repo="$CATALOG_PULL_REGISTRY/${bundle_repo#*/}"
-  pull_flags=(--use-http)
-fi
+pull_flags=()
+case "${CATALOG_USE_HTTP:-}" in
+  true) pull_flags=(--use-http) ;;
+  "" | false) ;;
+  *) echo "render-catalog.sh: CATALOG_USE_HTTP is true or false, not $CATALOG_USE_HTTP" >&2; exit 1 ;;
+esac
 
 template=$(mktemp)
 trap 'rm -f "$template"' EXIT
@@ -46,7 +46,7 @@ trap 'rm -f "$template"' EXIT
   done
   for v in "$@"; do
     echo "- schema: olm.bundle"
-    echo "  image: $pull_repo:v$v"
+    echo "  image: $bundle_repo:v$v"
   done
 } >"$template"
 
@@ -57,7 +57,7 @@ mkdir -p "$out/$package"
     --icon="$root/docs/images/icon.svg" --description="$root/docs/package-description.md" --output=yaml
   echo "---"
   "$opm" alpha render-template basic "$template" "${pull_flags[@]}" \
-    --migrate-level=bundle-object-to-csv-metadata --output=yaml | sed "s#$pull_repo:#$bundle_repo:#g"
+    --migrate-level=bundle-object-to-csv-metadata --output=yaml
 } >"$out/$package/index.yaml"
 
 if grep -q 'olm.bundle.object' "$out/$package/index.yaml"; then

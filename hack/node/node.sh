@@ -203,6 +203,12 @@ server = "https://$r"
   skip_verify = true
 EOF
   done
+  # The registry under its own name too (the release commands push there, as
+  # a maintainer pushes to theirs), over plain HTTP.
+  mkdir -p "$D/containerd/certs.d/$REGISTRY"
+  cat >"$D/containerd/certs.d/$REGISTRY/hosts.toml" <<EOF
+server = "http://$REGISTRY"
+EOF
   cat >"$D/containerd/config.toml" <<EOF
 version = 2
 root = "$D/containerd/root"

@@ -36,6 +36,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -100,6 +101,7 @@ const (
 // the environment.
 type settings struct {
 	kubeconfig    string // admin kubeconfig of the test node
+	kubectl       string // kubectl for the node's version, which runs the docs' sh blocks
 	olmDir        string // OLM's module directory: deploy/upstream/quickstart
 	olmCRDs       string // OLM's CRDs (operator-framework/api's crds/)
 	olmImage      string // published name of the OLM image built here
@@ -142,8 +144,8 @@ func loadSettings(t *testing.T, v1 bool) settings {
 		t.Fatal(err)
 	}
 	cfg := settings{
-		kubeconfig: get("KUBECONFIG"),
-		catalogV1:  get("CATALOG_IMAGE_V1"), catalogV2: get("CATALOG_IMAGE_V2"), operatorV2: get("OPERATOR_IMAGE_V2"),
+		kubeconfig: get("KUBECONFIG"), kubectl: get("KUBECTL"),
+		catalogV1: get("CATALOG_IMAGE_V1"), catalogV2: get("CATALOG_IMAGE_V2"), operatorV2: get("OPERATOR_IMAGE_V2"),
 		fakeAddr: get("MAILGUN_FAKE_ADDR"), logDir: get("E2E_LOG_DIR"), repoRoot: root,
 		clusterAPICRD: filepath.Join(strings.TrimSpace(capiDir), "core", "config", "crd", "bases"),
 	}
@@ -383,8 +385,8 @@ func (s *suite) addCatalog() {
 // for the operator pod.
 func (s *suite) subscribe() {
 	start := time.Now()
-	s.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNS,
-		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}})
+	// The doc's first sh block of the section: the namespace, restricted.
+	s.runDocCommands(docSubscribe, 0)
 	s.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: userNS}})
 	og := &operatorsv1.OperatorGroup{}
 	s.docObject(docSubscribe, og)
@@ -454,6 +456,7 @@ func (s *suite) subscribe() {
 const (
 	docCatalog   = "## 2. Add the catalog"
 	docSubscribe = "## 3. Create the namespace and the Subscription"
+	docSettings  = "## 3a. Give the operator its Mailgun settings"
 )
 
 // docNames are where the rest of the suite expects each of the doc's
@@ -538,10 +541,11 @@ func (s *suite) subscription() *v1alpha1.Subscription {
 	return sub
 }
 
-// configure gives the operator its Mailgun settings the way
-// docs/install-olm.md says: by patching the Secret and ConfigMap the
-// operator created (the bundle ships neither, so OLM never resets them).
-// The operator is Ready only once they exist, so they do by now.
+// configure gives the operator its Mailgun settings with the commands of
+// docs/install-olm.md: patching the Secret and ConfigMap the operator
+// created (the bundle ships neither, so OLM never resets them), then, as
+// the doc says for the EU region, the API base (the Mailgun fake's). The
+// operator is Ready only once they exist, so they do by now.
 func (s *suite) configure() {
 	for _, obj := range []client.Object{s.settingsSecret(), s.settingsConfigMap()} {
 		if desc := obj.GetAnnotations()["kubernetes.io/description"]; desc != config.UserObjectDescription {
@@ -551,10 +555,43 @@ func (s *suite) configure() {
 			s.t.Errorf("%T %s is owned by %+v; the user's settings must have no owner", obj, obj.GetName(), refs)
 		}
 	}
-	s.mergePatch(&corev1.Secret{}, config.DefaultSecretName, map[string]any{"stringData": map[string]string{config.SecretAPIKeyKey: mgAPIKey}})
+	s.runDocCommands(docSettings, 0,
+		"<Mailgun private API key>", mgAPIKey, "mg.example.com", mgDomain, "infra@example.com", mgRecipient)
 	s.mergePatch(&corev1.ConfigMap{}, config.DefaultConfigMapName, map[string]any{"data": map[string]string{
-		config.ConfigMapDomainKey: mgDomain, config.ConfigMapRecipientKey: mgRecipient, config.ConfigMapAPIBaseKey: s.fake.APIBase(),
+		config.ConfigMapAPIBaseKey: s.fake.APIBase(),
 	}})
+}
+
+// runDocCommands runs, with bash and the node's kubectl, the sh block at
+// index of a section of docs/install-olm.md, each old string of replace
+// (old, new, ...) replaced by its new one: the e2e types what users copy.
+// It fails if the block no longer holds an old string. The script is not
+// logged, and its output only with the fake's API key redacted.
+func (s *suite) runDocCommands(section string, index int, replace ...string) {
+	s.t.Helper()
+	blocks, err := docblock.Section(filepath.Join(s.cfg.repoRoot, "docs", "install-olm.md"), section, "sh")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if index >= len(blocks) {
+		s.t.Fatalf("docs/install-olm.md %q has %d sh blocks, not %d", section, len(blocks), index+1)
+	}
+	for i := 0; i+1 < len(replace); i += 2 {
+		if !strings.Contains(blocks[index], replace[i]) {
+			s.t.Fatalf("docs/install-olm.md %q: sh block %d no longer holds %q", section, index, replace[i])
+		}
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", strings.NewReplacer(replace...).Replace(blocks[index]))
+	cmd.Dir = s.cfg.repoRoot
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(s.cfg.kubectl)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	text := strings.ReplaceAll(string(out), mgAPIKey, "<redacted>")
+	if err != nil {
+		s.t.Fatalf("docs/install-olm.md %q, sh block %d: %v\n%s", section, index, err, text)
+	}
+	s.t.Logf("ran docs/install-olm.md %q, sh block %d:\n%s", section, index, text)
 }
 
 // settingsSecret and settingsConfigMap read the operator's settings objects.

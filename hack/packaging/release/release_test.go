@@ -32,60 +32,53 @@ import (
 
 const userBase = "registry.example:5000/team/cluster-api-provider-mailgun"
 
-// releaseBlock returns the shell block of docs/install-olm.md's section
-// "1. Build and publish the images (maintainers)", with <registry> filled
-// in.
-func releaseBlock(t *testing.T) []string {
+// releaseScript returns the sh blocks of docs/install-olm.md's section
+// "1. Build and publish the images (maintainers)" as one script, in order,
+// as a maintainer types them into one shell, with <registry> filled in.
+// make e2e runs the same blocks for real (hack/e2e.sh).
+func releaseScript(t *testing.T) string {
 	t.Helper()
 	blocks, err := docblock.Section("../../../docs/install-olm.md", "## 1. Build and publish the images (maintainers)", "sh")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.Split(strings.TrimSpace(strings.ReplaceAll(blocks[0], "<registry>", "registry.example:5000/team")), "\n")
+	return strings.ReplaceAll(strings.Join(blocks, ""), "<registry>", "registry.example:5000/team")
 }
 
 // TestReleaseCommandsNameOnlyTheUsersImages runs the documented release
-// commands with make -n, in order, with the variables they export, and
-// checks that every image they build, push or put into the catalog is
-// under the user's IMAGE_TAG_BASE and none under the project's default.
+// commands of both releases (the first, and the next that replaces it)
+// with make -n, in one shell, and checks that every image they build,
+// push or put into the catalog is under the user's IMAGE_TAG_BASE and
+// none under the project's default, and that the second release replaces
+// the first and lists both in its catalog.
 func TestReleaseCommandsNameOnlyTheUsersImages(t *testing.T) {
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "GOPATH=" + os.Getenv("GOPATH"), "GOCACHE=" + os.Getenv("GOCACHE"),
 		"GOMODCACHE=" + os.Getenv("GOMODCACHE"), "GOFLAGS=" + os.Getenv("GOFLAGS"), "GOPROXY=" + os.Getenv("GOPROXY")}
-	var out strings.Builder
-	makes := 0
-	for _, line := range releaseBlock(t) {
-		line, _, _ = strings.Cut(line, "#")
-		fields := strings.Fields(line)
-		switch {
-		case len(fields) == 0:
-		case fields[0] == "export":
-			env = append(env, fields[1:]...)
-		case fields[0] == "make":
-			makes++
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			cmd := exec.CommandContext(ctx, "make", append([]string{"-n"}, fields[1:]...)...)
-			cmd.Dir = "../../.."
-			cmd.Env = env
-			b, err := cmd.CombinedOutput()
-			cancel()
-			if err != nil {
-				t.Fatalf("%s: %v\n%s", line, err, b)
-			}
-			out.Write(b)
-		default:
-			t.Fatalf("the release block has a line that is neither export nor make: %q", line)
-		}
+	// Every make in the blocks prints what it would run instead.
+	script := "make() { command make -n \"$@\"; }\n" + releaseScript(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = "../../.."
+	cmd.Env = env
+	b, err := cmd.CombinedOutput()
+	text := string(b)
+	if err != nil {
+		t.Fatalf("the release blocks failed under make -n: %v\n%s", err, text)
 	}
-	if makes == 0 {
-		t.Fatal("no make command in the release block")
-	}
-	text := out.String()
 	for _, want := range []string{
 		"build -t " + userBase + ":v0.1.0 .", "push " + userBase + ":v0.1.0",
-		"--image " + userBase + ":v0.1.0",
+		"--version 0.1.0 --image " + userBase + ":v0.1.0",
 		"build -f bundle.Dockerfile -t " + userBase + "-bundle:v0.1.0 .", "push " + userBase + "-bundle:v0.1.0",
-		userBase + "-bundle 0.1.0",
+		userBase + "-bundle 0.1.0\n",
 		"build -f catalog.Dockerfile -t " + userBase + "-catalog:v0.1.0 .", "push " + userBase + "-catalog:v0.1.0",
+
+		"build -t " + userBase + ":v0.1.1 .", "push " + userBase + ":v0.1.1",
+		"--version 0.1.1 --image " + userBase + ":v0.1.1",
+		`--replaces "cluster-api-provider-mailgun.v0.1.0"`,
+		"build -f bundle.Dockerfile -t " + userBase + "-bundle:v0.1.1 .", "push " + userBase + "-bundle:v0.1.1",
+		userBase + "-bundle 0.1.0 0.1.1\n",
+		"build -f catalog.Dockerfile -t " + userBase + "-catalog:v0.1.1 .", "push " + userBase + "-catalog:v0.1.1",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the release commands do not run %q", want)
