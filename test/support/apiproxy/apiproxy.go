@@ -70,6 +70,9 @@ type Proxy struct {
 	// failures among them;
 	// Conflicts those the apiserver refused with 409 Conflict.
 	Writes, Refused, Lost, Conflicts atomic.Int64
+	// Requests counts every request, of any verb and resource (a watch
+	// once, when it starts).
+	Requests atomic.Int64
 }
 
 // Start starts a proxy in front of the apiserver of cfg.
@@ -125,6 +128,7 @@ func (p *Proxy) WriteKubeconfig(dir string) (string, error) {
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.Requests.Add(1)
 	object := writtenObject(r)
 	if object == "" {
 		p.proxy.ServeHTTP(w, r)

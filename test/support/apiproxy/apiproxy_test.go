@@ -1,0 +1,78 @@
+/*
+Copyright 2026 The cluster-api-provider-mailgun Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package apiproxy
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/rest"
+)
+
+// TestCounters sends requests of several kinds through the proxy to a
+// stand-in apiserver: every request counts in Requests, only the writes to
+// MailgunClusters and MailgunMachines in Writes (and per object), and the
+// 409s among them in Conflicts.
+func TestCounters(t *testing.T) {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/conflicted") {
+			w.WriteHeader(http.StatusConflict)
+		}
+	}))
+	defer api.Close()
+	p, err := Start(&rest.Config{Host: api.URL}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+
+	const base = "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/ns/"
+	for _, req := range []struct{ method, path string }{
+		{http.MethodGet, base + "mailgunclusters/a"},
+		{http.MethodGet, base + "mailgunclusters?watch=true"},
+		{http.MethodPatch, base + "mailgunclusters/a"},
+		{http.MethodPatch, base + "mailgunclusters/a/status"},
+		{http.MethodPut, base + "mailgunmachines/a"},
+		{http.MethodPatch, base + "mailgunclusters/conflicted"},
+		{http.MethodPost, "/api/v1/namespaces/ns/events"},
+		{http.MethodPatch, "/apis/cluster.x-k8s.io/v1beta2/namespaces/ns/clusters/a"},
+	} {
+		r, err := http.NewRequest(req.method, p.Host()+req.path, strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatalf("%s %s: %v", req.method, req.path, err)
+		}
+		_ = resp.Body.Close()
+	}
+	if got := p.Requests.Load(); got != 8 {
+		t.Errorf("Requests = %d, want 8 (every request)", got)
+	}
+	if got := p.Writes.Load(); got != 4 {
+		t.Errorf("Writes = %d, want 4 (PATCH and PUT to MailgunClusters and MailgunMachines)", got)
+	}
+	if got := p.WritesTo("ns", "a"); got != 3 {
+		t.Errorf("WritesTo(ns, a) = %d, want 3 (a MailgunCluster and a MailgunMachine of one name share it)", got)
+	}
+	if got := p.Conflicts.Load(); got != 1 {
+		t.Errorf("Conflicts = %d, want 1", got)
+	}
+}
