@@ -1,8 +1,9 @@
 # Builds the manager image. The binary is static and runs as non-root on a
 # distroless base, with a read-only root filesystem (see config/manager).
 # Both base images are build arguments, so that a mirror can take their
-# place. The module and build caches are cache mounts (BuildKit, podman and
-# buildah keep them between builds), so a rebuild compiles only what changed.
+# place. The module and build caches are cache mounts, so a rebuild compiles
+# only what changed: they need BuildKit (Docker's default builder since
+# 23.0), podman or buildah, not Docker's legacy builder.
 ARG BUILDER_IMAGE=golang:1.26
 ARG BASE_IMAGE=gcr.io/distroless/static:nonroot
 

@@ -92,16 +92,16 @@ test: vet controlplane ## The unit tests and the envtest suite (a real kube-apis
 	KUBEBUILDER_ASSETS="$$(hack/build-controlplane.sh)" go test -race -count=1 ./...
 
 .PHONY: e2e
-e2e: $(OPM) ## The user's path on a real single-node cluster: the release commands of docs/install-olm.md -> catalog image -> OLM (as pods) -> operator pod -> email, upgrade, clusterctl move away and back, delete, uninstall (needs root; logs in bin/e2e/logs).
-	PACKAGE=$(PACKAGE) OPM=$(OPM) hack/e2e.sh
+e2e: ## The user's path on a real single-node cluster: the release commands of docs/install-olm.md -> catalog image -> OLM (as pods) -> operator pod -> email, upgrade, clusterctl move away and back, delete, uninstall (needs root; logs in bin/e2e/logs).
+	PACKAGE=$(PACKAGE) hack/e2e.sh
 
 .PHONY: e2e-olmv1
-e2e-olmv1: $(OPM) ## The same path with OLM v1 (catalogd + operator-controller as pods): ClusterCatalog -> ClusterExtension -> operator pod -> email, upgrade, drift correction, uninstall (needs root; logs in bin/e2e-olmv1/logs).
-	E2E_OLM=v1 PACKAGE=$(PACKAGE) OPM=$(OPM) hack/e2e.sh
+e2e-olmv1: ## The same path with OLM v1 (catalogd + operator-controller as pods): ClusterCatalog -> ClusterExtension -> operator pod -> email, upgrade, drift correction, uninstall (needs root; logs in bin/e2e-olmv1/logs).
+	E2E_OLM=v1 PACKAGE=$(PACKAGE) hack/e2e.sh
 
 .PHONY: demo-olm
-demo-olm: $(OPM) ## The user's path as a demo on a real node (needs root): install from the catalog image with OLM, print the email; DEMO_KEEP=1 leaves the node running.
-	E2E_DEMO=1 E2E_KEEP_NODE=$(DEMO_KEEP) PACKAGE=$(PACKAGE) OPM=$(OPM) hack/e2e.sh
+demo-olm: ## The user's path as a demo on a real node (needs root): install from the catalog image with OLM, print the email; DEMO_KEEP=1 leaves the node running.
+	E2E_DEMO=1 E2E_KEEP_NODE=$(DEMO_KEEP) PACKAGE=$(PACKAGE) hack/e2e.sh
 
 .PHONY: node-up
 node-up: ## Start the single-node test cluster (hack/node/node.sh; needs root). KUBECONFIG=/var/lib/capmg-node/admin.kubeconfig

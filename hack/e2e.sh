@@ -21,7 +21,7 @@ node=hack/node/node.sh
 registry=127.0.0.1:5000
 # The Mailgun fake listens on the node's bridge, where pods reach it.
 MAILGUN_FAKE_ADDR=10.244.0.1:0
-: "${PACKAGE:?}" "${OPM:?}"
+: "${PACKAGE:?}"
 # The maintainer's registry the release commands push to: the node's
 # registry under its own name. The node's containerd resolves ghcr.io/<path>
 # to the same registry's <path>, so ghcr.io/capi-mailgun names the same
@@ -79,10 +79,12 @@ timing "node up"
 # container tool is buildah, one of those the block offers. The Dockerfile's
 # public base images are local stand-ins under their names (images.sh).
 release() {
-  local src=$work/src script=$work/release.sh
+  local src=$work/src script=$work/release.sh img
   rm -rf "$src" && mkdir -p "$src"
+  # Tracked and untracked files, so that uncommitted work is what runs;
+  # --ignore-failed-read skips files deleted but not yet staged.
   git ls-files -z --cached --others --exclude-standard |
-    tar --null --ignore-failed-read -cf - -T - 2>/dev/null | tar -xf - -C "$src"
+    tar --null --ignore-failed-read -cf - -T - | tar -xf - -C "$src"
   go run ./hack/docblock docs/install-olm.md "## 1. Build and publish the images (maintainers)" sh |
     sed -e "s#<registry>#$release_registry#g" -e 's#CONTAINER_TOOL=docker #CONTAINER_TOOL=buildah #' >"$script"
   grep -q 'CONTAINER_TOOL=buildah ' "$script" || {
@@ -93,18 +95,38 @@ release() {
   # The tools (opm, controller-gen, kustomize) are the checkout's; the
   # registry serves plain HTTP, which make catalog is told. buildah keeps
   # the Dockerfile's cache mounts under TMPDIR: with its storage (images.sh).
+  # Nothing of the make that runs this script, or of the caller's
+  # environment, may set the image names or versions in place of the
+  # block's own: command-line variables reach a sub-make through MAKEFLAGS,
+  # and an environment variable beats the Makefile's ?= defaults.
   mkdir -p "$root/bin/.buildah/tmp"
-  if ! (cd "$src" && LOCALBIN=$root/bin CATALOG_USE_HTTP=true TMPDIR=$root/bin/.buildah/tmp \
+  if ! (cd "$src" && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u IMG -u BUNDLE_IMG -u CATALOG_IMG -u REPLACES \
+    -u CATALOG_VERSIONS -u IMAGE_TAG_BASE -u VERSION -u CONTAINER_TOOL \
+    LOCALBIN="$root/bin" CATALOG_USE_HTTP=true TMPDIR="$root/bin/.buildah/tmp" \
     bash -euo pipefail -x "$script") >"$logs/release.log" 2>&1; then
     tail -40 "$logs/release.log" >&2
     echo "FAIL: the documented release commands failed" >&2
     exit 1
   fi
   grep -E '^\+ make ' "$logs/release.log" | sed 's/^+ /==> ran: /'
+  # What the rest of the run installs; if the doc stops releasing these
+  # versions under <registry>/$PACKAGE, say so here rather than as an
+  # image pull that never succeeds.
+  local repo
+  for img in "$IMAGE_TAG_BASE:v$v2" "$IMAGE_TAG_BASE-catalog:v$v1" "$IMAGE_TAG_BASE-catalog:v$v2"; do
+    repo=${img#"$registry"/}
+    curl -fsS -o /dev/null -H 'Accept: application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json' \
+      "http://$registry/v2/${repo%:*}/manifests/${repo##*:}" || {
+      echo "FAIL: the documented release commands pushed no $img" >&2
+      exit 1
+    }
+  done
 }
 
 echo "==> images (buildah)"
-eval "$(hack/images.sh buildah-env "$registry")"
+# Apart from eval, whose argument's failure set -e would not see.
+buildah_env=$(hack/images.sh buildah-env "$registry")
+eval "$buildah_env"
 if [[ $olm == v0 ]]; then
   hack/images.sh olm "$registry" "$olm_image" "$opm_image"
   hack/images.sh stand-ins

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds the images the test node needs that are not this project's own,
-# with buildah, and pushes them to a registry; the operator, bundle and
-# catalog images are built by the Makefile's release targets (hack/e2e.sh).
+# Builds with buildah what the test node and the release commands need
+# that is not this project's own: OLM's and the node's images (pushed to a
+# registry), and stand-ins for the Dockerfile's public base images (kept
+# local). The operator, bundle and catalog images are built by the
+# Makefile's release targets (hack/e2e.sh runs them).
 #
 #   images.sh buildah-env REGISTRY  prints the environment (export lines)
 #                                    under which a plain `buildah`, as the
@@ -104,7 +106,8 @@ stand_in_base() {
   log "stand-in $BASE_IMAGE built"
 }
 
-# stand_in_builder builds the Dockerfile's builder image.
+# stand_in_builder builds the Dockerfile's builder image: a Go toolchain
+# and a shell are all its RUN lines use.
 stand_in_builder() {
   # The builder: a shell (busybox) for the Dockerfile's RUN lines and this
   # machine's Go toolchain; modules come from this machine's GOPROXY, through
@@ -151,6 +154,9 @@ EOF
   stand-ins)
     stand_in_base
     stand_in_builder
+    # Each run retags the names; the images they named before (one holds a
+    # GOROOT) would otherwise pile up in bin/.buildah.
+    "${BUILDAH[@]}" rmi --prune >/dev/null
     ;;
   node-images)
     registry=$2

@@ -385,7 +385,8 @@ func (s *suite) addCatalog() {
 // for the operator pod.
 func (s *suite) subscribe() {
 	start := time.Now()
-	// The doc's first sh block of the section: the namespace, restricted.
+	// The operator's namespace, enforcing the restricted profile, made by
+	// the doc's own commands so that a wrong label there fails here.
 	s.runDocCommands(docSubscribe, 0)
 	s.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: userNS}})
 	og := &operatorsv1.OperatorGroup{}

@@ -54,8 +54,18 @@ func releaseScript(t *testing.T) string {
 func TestReleaseCommandsNameOnlyTheUsersImages(t *testing.T) {
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "GOPATH=" + os.Getenv("GOPATH"), "GOCACHE=" + os.Getenv("GOCACHE"),
 		"GOMODCACHE=" + os.Getenv("GOMODCACHE"), "GOFLAGS=" + os.Getenv("GOFLAGS"), "GOPROXY=" + os.Getenv("GOPROXY")}
+	blocks := releaseScript(t)
+	// Only export and make: this test runs the blocks, and make e2e runs
+	// them for real, so anything else (a login, a push of its own) would
+	// run too, and no user should have to type it.
+	for line := range strings.Lines(blocks) {
+		line, _, _ = strings.Cut(line, "#")
+		if f := strings.Fields(line); len(f) > 0 && f[0] != "export" && f[0] != "make" {
+			t.Fatalf("the release blocks have a line that is neither export nor make: %q", line)
+		}
+	}
 	// Every make in the blocks prints what it would run instead.
-	script := "make() { command make -n \"$@\"; }\n" + releaseScript(t)
+	script := "make() { command make -n \"$@\"; }\n" + blocks
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
