@@ -45,7 +45,16 @@ out="$root/bin/images"
 # The name starts with a dot: Go's ./... skips it, and the stand-in builder
 # and the cache mounts hold Go source (GOROOT, modules) that is not ours.
 store=$root/bin/.buildah
-BUILDAH=(buildah --root "$store/root" --runroot "$store/run" --storage-driver vfs)
+# One description of the store, which this script's buildah and, through
+# buildah-env, the Makefile's plain one both read.
+mkdir -p "$store"
+cat >"$store/storage.conf" <<EOF
+[storage]
+driver = "vfs"
+graphroot = "$store/root"
+runroot = "$store/run"
+EOF
+export CONTAINERS_STORAGE_CONF=$store/storage.conf
 # The Dockerfile's defaults, fully qualified as buildah stores them.
 dockerfile_arg() { sed -n "s/^ARG $1=//p" "$root/Dockerfile"; }
 qualify() { case $1 in */*) echo "$1" ;; *) echo "docker.io/library/$1" ;; esac; }
@@ -58,7 +67,7 @@ log() { printf '==> %s\n' "$*" >&2; }
 # repository path (the registry host is dropped).
 push() {
   local repo=${2#*/}
-  "${BUILDAH[@]}" push --tls-verify=false --quiet "$1" "docker://$3/$repo" >/dev/null
+  buildah push --tls-verify=false --quiet "$1" "docker://$3/$repo" >/dev/null
   log "pushed $2 (as $3/$repo)"
 }
 
@@ -73,10 +82,10 @@ go_build() {
 scratch_image() {
   local name=$1 user=$2 entrypoint=$3; shift 3
   local c f
-  c=$("${BUILDAH[@]}" from scratch)
-  for f in "$@"; do "${BUILDAH[@]}" copy --quiet "$c" "${f%%=*}" "${f#*=}" >/dev/null; done
-  "${BUILDAH[@]}" config --user "$user" --workingdir / --env PATH=/bin --entrypoint "$entrypoint" "$c"
-  "${BUILDAH[@]}" commit --quiet --rm "$c" "$name" >/dev/null
+  c=$(buildah from scratch)
+  for f in "$@"; do buildah copy --quiet "$c" "${f%%=*}" "${f#*=}" >/dev/null; done
+  buildah config --user "$user" --workingdir / --env PATH=/bin --entrypoint "$entrypoint" "$c"
+  buildah commit --quiet --rm "$c" "$name" >/dev/null
 }
 
 # opm_image REGISTRY IMAGE: opm's image. opm serves catalogs and extracts
@@ -106,12 +115,10 @@ stand_in_base() {
   log "stand-in $BASE_IMAGE built"
 }
 
-# stand_in_builder builds the Dockerfile's builder image: a Go toolchain
-# and a shell are all its RUN lines use.
+# stand_in_builder builds the Dockerfile's builder image: a shell (busybox)
+# and this machine's Go toolchain are all its RUN lines use; modules come
+# from this machine's GOPROXY, through its trusted CAs.
 stand_in_builder() {
-  # The builder: a shell (busybox) for the Dockerfile's RUN lines and this
-  # machine's Go toolchain; modules come from this machine's GOPROXY, through
-  # its trusted CAs.
   mkdir -p "$out/builder/bin" "$out/builder/etc/ssl/certs" "$out/builder/tmp"
   chmod 1777 "$out/builder/tmp"
   cp /bin/busybox "$out/builder/bin/busybox"
@@ -119,27 +126,20 @@ stand_in_builder() {
   local a
   for a in sh env mkdir cp rm ls cat; do ln -sf busybox "$out/builder/bin/$a"; done
   local c
-  c=$("${BUILDAH[@]}" from scratch)
-  "${BUILDAH[@]}" copy --quiet "$c" "$out/builder" / >/dev/null
+  c=$(buildah from scratch)
+  buildah copy --quiet "$c" "$out/builder" / >/dev/null
   # Straight from GOROOT: a copy under bin/ would be in this module's ./...
-  "${BUILDAH[@]}" copy --quiet "$c" "$(go env GOROOT)" /usr/local/go >/dev/null
-  "${BUILDAH[@]}" config --env PATH=/usr/local/go/bin:/go/bin:/bin --env GOPATH=/go --env HOME=/root \
+  buildah copy --quiet "$c" "$(go env GOROOT)" /usr/local/go >/dev/null
+  buildah config --env PATH=/usr/local/go/bin:/go/bin:/bin --env GOPATH=/go --env HOME=/root \
     --env GOTOOLCHAIN=local --env "GOPROXY=$(go env GOPROXY)" --env "GOSUMDB=$(go env GOSUMDB)" \
     --env "GONOSUMDB=$(go env GONOSUMDB)" "$c"
-  "${BUILDAH[@]}" commit --quiet --rm "$c" "$BUILDER_IMAGE" >/dev/null
+  buildah commit --quiet --rm "$c" "$BUILDER_IMAGE" >/dev/null
   log "stand-in $BUILDER_IMAGE built ($(go env GOVERSION))"
 }
 
 case "${1:-}" in
   buildah-env)
     registry=$2
-    mkdir -p "$store"
-    cat >"$store/storage.conf" <<EOF
-[storage]
-driver = "vfs"
-graphroot = "$store/root"
-runroot = "$store/run"
-EOF
     # Short names (the Dockerfile's golang) resolve to docker.io, as with
     # Docker; REGISTRY is reached over plain HTTP.
     cat >"$store/registries.conf" <<EOF
@@ -156,7 +156,7 @@ EOF
     stand_in_builder
     # Each run retags the names; the images they named before (one holds a
     # GOROOT) would otherwise pile up in bin/.buildah.
-    "${BUILDAH[@]}" rmi --prune >/dev/null
+    buildah rmi --prune >/dev/null
     ;;
   node-images)
     registry=$2
@@ -205,18 +205,18 @@ EOF
       GONOSUMDB=$mod go_build "$root/hack/olmv1" "$mod/cmd/$name" "$out/olmv1/bin/$name" containers_image_openpgp
       # As upstream's images (distroless static:nonroot): the binary in /,
       # which is the working directory (catalogd's manifest runs ./catalogd).
-      c=$("${BUILDAH[@]}" from "$BASE_IMAGE")
-      "${BUILDAH[@]}" copy --quiet "$c" "$out/olmv1/bin/$name" "/$name" >/dev/null
-      "${BUILDAH[@]}" copy --quiet "$c" "$out/olmv1/etc" /etc >/dev/null
-      "${BUILDAH[@]}" config --user 65532:65532 --workingdir / --entrypoint "[\"/$name\"]" "$c"
-      "${BUILDAH[@]}" commit --quiet --rm "$c" "$image" >/dev/null
+      c=$(buildah from "$BASE_IMAGE")
+      buildah copy --quiet "$c" "$out/olmv1/bin/$name" "/$name" >/dev/null
+      buildah copy --quiet "$c" "$out/olmv1/etc" /etc >/dev/null
+      buildah config --user 65532:65532 --workingdir / --entrypoint "[\"/$name\"]" "$c"
+      buildah commit --quiet --rm "$c" "$image" >/dev/null
       push "$image" "$image" "$registry"
     done
     ;;
   sizes)
     shift
     for i in "$@"; do
-      "${BUILDAH[@]}" images --format '{{.Name}}:{{.Tag}} {{.Size}}' "$i" | sed 's/^/==> image size: /'
+      buildah images --format '{{.Name}}:{{.Tag}} {{.Size}}' "$i" | sed 's/^/==> image size: /'
     done
     ;;
   *)

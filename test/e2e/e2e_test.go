@@ -468,15 +468,23 @@ var docNames = map[string]types.NamespacedName{
 	"Subscription":  {Namespace: operatorNS, Name: pkg},
 }
 
+// docBlocks returns the lang blocks of a section of docs/install-olm.md,
+// the page the e2e follows.
+func (s *suite) docBlocks(section, lang string) []string {
+	s.t.Helper()
+	blocks, err := docblock.Section(filepath.Join(s.cfg.repoRoot, "docs", "install-olm.md"), section, lang)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return blocks
+}
+
 // docObject decodes into obj the object of obj's kind among the YAML blocks
 // of docs/install-olm.md's section: the e2e applies what users copy. It
 // fails unless the object has the name and namespace the suite uses.
 func (s *suite) docObject(section string, obj client.Object) {
 	s.t.Helper()
-	blocks, err := docblock.Section(filepath.Join(s.cfg.repoRoot, "docs", "install-olm.md"), section, "yaml")
-	if err != nil {
-		s.t.Fatal(err)
-	}
+	blocks := s.docBlocks(section, "yaml")
 	gvk, err := apiutil.GVKForObject(obj, s.c.Scheme())
 	if err != nil {
 		s.t.Fatal(err)
@@ -570,10 +578,7 @@ func (s *suite) configure() {
 // logged, and its output only with the fake's API key redacted.
 func (s *suite) runDocCommands(section string, index int, replace ...string) {
 	s.t.Helper()
-	blocks, err := docblock.Section(filepath.Join(s.cfg.repoRoot, "docs", "install-olm.md"), section, "sh")
-	if err != nil {
-		s.t.Fatal(err)
-	}
+	blocks := s.docBlocks(section, "sh")
 	if index >= len(blocks) {
 		s.t.Fatalf("docs/install-olm.md %q has %d sh blocks, not %d", section, len(blocks), index+1)
 	}
