@@ -23,10 +23,10 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -152,14 +152,40 @@ func TestInfrastructureComponents(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := yamlprocessor.NewSimpleProcessor()
-	vars, err := p.GetVariables(raw)
+	vars, err := p.GetVariableMap(raw)
 	if err != nil {
 		t.Fatalf("reading variables: %v", err)
 	}
-	sort.Strings(vars)
+	names := slices.Sorted(maps.Keys(vars))
 	want := []string{"MAILGUN_API_BASE", "MAILGUN_API_KEY", "MAILGUN_DOMAIN", "MAIL_RECIPIENT"}
-	if !slices.Equal(vars, want) {
-		t.Errorf("variables = %v, want %v", vars, want)
+	if !slices.Equal(names, want) {
+		t.Errorf("variables = %v, want %v", names, want)
+	}
+	// None is required: clusterctl upgrade renders the components again and
+	// refuses (after scaling the operator down) when a required variable is
+	// unset, yet the operator reads the initial settings only at the first
+	// start.
+	for name, def := range vars {
+		if def == nil {
+			t.Errorf("variable %s has no default: clusterctl upgrade would need it set", name)
+		}
+	}
+	unset := components(t, nil)
+	for _, obj := range unset {
+		switch obj.GetKind() {
+		case "Secret":
+			s := &corev1.Secret{}
+			mustConvert(t, obj, s)
+			if v, ok := s.StringData["api_key"]; !ok || v != "" {
+				t.Errorf("with no variables, the initial Secret's api_key is %q (set: %v), want empty", v, ok)
+			}
+		case "ConfigMap":
+			cm := &corev1.ConfigMap{}
+			mustConvert(t, obj, cm)
+			if d := cm.Data; d["mailgun_domain"] != "" || d["mail_recipient"] != "" || d["mailgun_api_base"] != "https://api.mailgun.net/v3" {
+				t.Errorf("with no variables, the initial ConfigMap's data is %v", d)
+			}
+		}
 	}
 	// MAILGUN_API_BASE is left unset: it has a default.
 	objs := components(t, map[string]string{"MAILGUN_API_KEY": "key-123", "MAILGUN_DOMAIN": "mg.example.com", "MAIL_RECIPIENT": "ops@example.com"})
