@@ -75,6 +75,7 @@ verify: manifests generate bundle ## Fail if generated files (CRDs, RBAC, deepco
 	cd hack/olm && go mod tidy
 	cd hack/node && go mod tidy
 	cd hack/olmv1 && GONOSUMDB=github.com/operator-framework/operator-controller go mod tidy
+	cd hack/capi && go mod tidy
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@git diff --exit-code -- . || { echo "Generated files are stale: run 'make manifests generate' and 'go mod tidy', and commit the result."; exit 1; }
 	@test -z "$$(git status --porcelain --untracked-files=all -- config api)" || { git status --porcelain -- config api; echo "Untracked generated files."; exit 1; }
@@ -96,7 +97,7 @@ e2e: ## The user's path on a real single-node cluster: the release commands of d
 	PACKAGE=$(PACKAGE) hack/e2e.sh
 
 .PHONY: e2e-olmv1
-e2e-olmv1: ## The same path with OLM v1 (catalogd + operator-controller as pods): ClusterCatalog -> ClusterExtension -> operator pod -> email, upgrade, drift correction, uninstall (needs root; logs in bin/e2e-olmv1/logs).
+e2e-olmv1: ## The same path with OLM v1 (catalogd + operator-controller as pods): ClusterCatalog -> ClusterExtension -> operator pod -> email, upgrade, drift correction, uninstall; then clusterctl init/generate/upgrade/delete next to Cluster API's controllers as pods (needs root; logs in bin/e2e-olmv1/logs).
 	E2E_OLM=v1 PACKAGE=$(PACKAGE) hack/e2e.sh
 
 .PHONY: demo-olm

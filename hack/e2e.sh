@@ -9,7 +9,10 @@
 #
 # E2E_OLM=v1 (make e2e-olmv1) runs the same path with OLM v1 instead
 # (catalogd and operator-controller as pods, TestInstallWithOLMv1) in
-# bin/e2e-olmv1.
+# bin/e2e-olmv1, then, on the same node, installs with clusterctl
+# (TestInstallWithClusterctl): Cluster API's controllers as pods from images
+# built here, the provider from the artifacts docs/install-clusterctl.md's
+# command writes for both releases.
 #
 # E2E_KEEP_NODE=1 leaves the node running afterwards (node.sh down stops it).
 set -euo pipefail
@@ -123,6 +126,37 @@ release() {
   done
 }
 
+# clusterctl_artifacts writes clusterctl's provider artifacts for both
+# releases with the command of docs/install-clusterctl.md ("Provider
+# artifacts"), <registry> being the release's registry, into a local
+# clusterctl repository (<provider>/<version>/, as clusterctl reads it), in
+# the source tree release() copied. The components must name the image
+# release() pushed.
+clusterctl_artifacts() {
+  local src=$work/src script=$work/release-clusterctl.sh v dir
+  go run ./hack/docblock docs/install-clusterctl.md "## Provider artifacts" sh |
+    sed -e "s#<registry>#$release_registry#g" >"$script"
+  grep -qF ":v$v1" "$script" || {
+    echo "e2e.sh: docs/install-clusterctl.md's artifacts block no longer names v$v1, which this script changes per release" >&2
+    exit 1
+  }
+  for v in "$v1" "$v2"; do
+    sed -i "s#:v[0-9][0-9.]*#:v$v#g" "$script"
+    dir=$work/clusterctl/repo/infrastructure-mailgun/v$v
+    (cd "$src" && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u IMG LOCALBIN="$root/bin" \
+      RELEASE_DIR="$dir" bash -euo pipefail -x "$script") >>"$logs/release.log" 2>&1 || {
+      tail -20 "$logs/release.log" >&2
+      echo "FAIL: docs/install-clusterctl.md's artifacts command failed for v$v" >&2
+      exit 1
+    }
+    grep -qF "image: $IMAGE_TAG_BASE:v$v" "$dir/infrastructure-components.yaml" || {
+      echo "FAIL: docs/install-clusterctl.md's artifacts for v$v do not name the released image $IMAGE_TAG_BASE:v$v" >&2
+      exit 1
+    }
+  done
+  echo "==> clusterctl artifacts of v$v1 and v$v2 in $work/clusterctl/repo (docs/install-clusterctl.md's command)"
+}
+
 echo "==> images (buildah)"
 # Apart from eval, whose argument's failure set -e would not see.
 buildah_env=$(hack/images.sh buildah-env "$registry")
@@ -150,9 +184,16 @@ else
     -extfile <(printf 'subjectAltName=IP:%s\nextendedKeyUsage=serverAuth\n' "${MAILGUN_FAKE_ADDR%:*}") \
     -out "$fake_pki/tls.crt" 2>/dev/null
   STAND_IN_EXTRA_CA=$fake_pki/ca.crt hack/images.sh stand-ins
+  # Cluster API and clusterctl for TestInstallWithClusterctl.
+  capi_version=$(cd hack/capi && go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)
+  hack/images.sh capi "$registry" "$capi_version"
+  (cd hack/capi && go build -o "$work/clusterctl/bin/clusterctl" sigs.k8s.io/cluster-api/cmd/clusterctl)
 fi
-timing "OLM's images and the stand-ins built"
+timing "OLM's (and with OLM v1 Cluster API's) images and the stand-ins built"
 release
+if [[ $olm == v1 ]]; then
+  clusterctl_artifacts
+fi
 timing "released"
 if [[ $olm == v1 ]]; then
   hack/images.sh sizes "$IMAGE_TAG_BASE:v$v1" "$IMAGE_TAG_BASE-catalog:v$v2" "$catalogd_image" "$opcon_image"
@@ -166,6 +207,15 @@ if [[ $olm == v1 ]]; then
   E2E_LOG_DIR=$logs \
     go test -tags e2e ./test/e2e/ -run '^TestInstallWithOLMv1$' -count=1 -v -timeout 20m
   timing "e2e test passed"
+  mkdir -p "$logs/clusterctl"
+  KUBECONFIG=/var/lib/capmg-node/admin.kubeconfig KUBECTL=$kubectl \
+  CLUSTERCTL=$work/clusterctl/bin/clusterctl CLUSTERCTL_REPOSITORY=$work/clusterctl/repo \
+  CAPI_DIR=$(cd hack/capi && go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api) CAPI_VERSION=$capi_version \
+  CERT_MANAGER_CRDS=$(cd hack/capi && go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)/deploy/crds \
+  MAILGUN_FAKE_ADDR=$MAILGUN_FAKE_ADDR MAILGUN_FAKE_CERT=$fake_pki/tls.crt MAILGUN_FAKE_KEY=$fake_pki/tls.key \
+  E2E_LOG_DIR=$logs/clusterctl \
+    go test -tags e2e ./test/e2e/ -run '^TestInstallWithClusterctl$' -count=1 -v -timeout 20m
+  timing "clusterctl e2e test passed"
   exit 0
 fi
 hack/images.sh sizes "$IMAGE_TAG_BASE:v$v1" "$IMAGE_TAG_BASE-bundle:v$v1" "$IMAGE_TAG_BASE-catalog:v$v2" "$olm_image" "$opm_image"

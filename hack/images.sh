@@ -20,6 +20,10 @@
 #   images.sh olmv1 REGISTRY POD_REGISTRY CATALOGD_IMAGE OPERATOR_CONTROLLER_IMAGE
 #                                    OLM v1's two images; both pull images
 #                                    themselves, from POD_REGISTRY
+#   images.sh capi REGISTRY VERSION  Cluster API's core, kubeadm bootstrap
+#                                    and kubeadm control-plane images
+#                                    (hack/capi's module), on the stand-in
+#                                    base (run stand-ins first)
 #   images.sh sizes IMAGE...                  print the images' sizes
 #
 # IMAGE is the published name (e.g. quay.io/operator-framework/opm:v1.61.0);
@@ -213,6 +217,22 @@ EOF
       push "$image" "$image" "$registry"
     done
     ;;
+  capi)
+    # Cluster API's three managers, as its release images are (the binary
+    # as /manager on distroless static:nonroot), under the names its
+    # release's components use.
+    registry=$2 version=$3
+    for b in core:cluster-api-controller bootstrap/kubeadm:kubeadm-bootstrap-controller \
+      controlplane/kubeadm:kubeadm-control-plane-controller; do
+      pkg=${b%%:*} image=registry.k8s.io/cluster-api/${b#*:}:$version
+      go_build "$root/hack/capi" "sigs.k8s.io/cluster-api/$pkg" "$out/capi/${b#*:}/manager"
+      c=$(buildah from "$BASE_IMAGE")
+      buildah copy --quiet "$c" "$out/capi/${b#*:}/manager" /manager >/dev/null
+      buildah config --user 65532:65532 --workingdir / --entrypoint '["/manager"]' "$c"
+      buildah commit --quiet --rm "$c" "$image" >/dev/null
+      push "$image" "$image" "$registry"
+    done
+    ;;
   sizes)
     shift
     for i in "$@"; do
@@ -220,7 +240,7 @@ EOF
     done
     ;;
   *)
-    echo "usage: images.sh buildah-env|stand-ins|node-images|olm|opm|olmv1|sizes ..." >&2
+    echo "usage: images.sh buildah-env|stand-ins|node-images|olm|opm|olmv1|capi|sizes ..." >&2
     exit 1
     ;;
 esac

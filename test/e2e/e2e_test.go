@@ -113,19 +113,36 @@ type settings struct {
 	catalogV2     string // catalog image with 0.1.0 and 0.1.1
 	operatorV2    string // the manager image 0.1.1's CSV names
 	fakeAddr      string // where the Mailgun fake listens: the node's bridge
-	fakeCert      string // OLM v1: the fake's serving certificate and key (PEM files)
+	fakeCert      string // OLM v1, clusterctl: the fake's serving certificate and key (PEM files)
 	fakeKey       string
 	logDir        string
 	repoRoot      string
 	clusterAPICRD string // directory of Cluster API's core CRDs
+
+	// The clusterctl test's: clusterctl, the local repository of the
+	// provider's artifacts (infrastructure-mailgun/<version>/), Cluster
+	// API's module directory and version (its images are built here under
+	// its release's names), and cert-manager's CRDs.
+	clusterctl, clusterctlRepo string
+	capiDir, capiVersion       string
+	certManagerCRDs            string
 }
 
-// loadSettings reads the settings of the OLM v0 test, or with v1 those of
-// the OLM v1 test.
-func loadSettings(t *testing.T, v1 bool) settings {
+// e2eMode is which of hack/e2e.sh's tests runs: each reads its own
+// settings.
+type e2eMode int
+
+const (
+	modeOLMv0 e2eMode = iota
+	modeOLMv1
+	modeClusterctl
+)
+
+// loadSettings reads the settings of the test of mode.
+func loadSettings(t *testing.T, mode e2eMode) settings {
 	t.Helper()
 	target := "make e2e"
-	if v1 {
+	if mode != modeOLMv0 {
 		target = "make e2e-olmv1"
 	}
 	get := func(name string) string {
@@ -139,19 +156,26 @@ func loadSettings(t *testing.T, v1 bool) settings {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := settings{
+		kubeconfig: get("KUBECONFIG"), kubectl: get("KUBECTL"),
+		fakeAddr: get("MAILGUN_FAKE_ADDR"), logDir: get("E2E_LOG_DIR"), repoRoot: root,
+	}
+	if mode != modeOLMv0 {
+		cfg.fakeCert, cfg.fakeKey = get("MAILGUN_FAKE_CERT"), get("MAILGUN_FAKE_KEY")
+	}
+	if mode == modeClusterctl {
+		cfg.clusterctl, cfg.clusterctlRepo = get("CLUSTERCTL"), get("CLUSTERCTL_REPOSITORY")
+		cfg.capiDir, cfg.capiVersion, cfg.certManagerCRDs = get("CAPI_DIR"), get("CAPI_VERSION"), get("CERT_MANAGER_CRDS")
+		return cfg
+	}
 	capiDir, err := testenv.Run(root, "go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-api")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := settings{
-		kubeconfig: get("KUBECONFIG"), kubectl: get("KUBECTL"),
-		catalogV1: get("CATALOG_IMAGE_V1"), catalogV2: get("CATALOG_IMAGE_V2"), operatorV2: get("OPERATOR_IMAGE_V2"),
-		fakeAddr: get("MAILGUN_FAKE_ADDR"), logDir: get("E2E_LOG_DIR"), repoRoot: root,
-		clusterAPICRD: filepath.Join(strings.TrimSpace(capiDir), "core", "config", "crd", "bases"),
-	}
-	if v1 {
+	cfg.clusterAPICRD = filepath.Join(strings.TrimSpace(capiDir), "core", "config", "crd", "bases")
+	cfg.catalogV1, cfg.catalogV2, cfg.operatorV2 = get("CATALOG_IMAGE_V1"), get("CATALOG_IMAGE_V2"), get("OPERATOR_IMAGE_V2")
+	if mode == modeOLMv1 {
 		cfg.olmv1Dir, cfg.catalogdImage, cfg.opconImage = get("OLMV1_DIR"), get("CATALOGD_IMAGE"), get("OPERATOR_CONTROLLER_IMAGE")
-		cfg.fakeCert, cfg.fakeKey = get("MAILGUN_FAKE_CERT"), get("MAILGUN_FAKE_KEY")
 	} else {
 		cfg.olmDir, cfg.olmCRDs, cfg.olmImage, cfg.opmImage = get("OLM_DIR"), get("OLM_CRDS"), get("OLM_IMAGE"), get("OPM_IMAGE")
 	}
@@ -174,6 +198,9 @@ type suite struct {
 	logs        *podLogs
 	// dumpNamespaces are the namespaces whose pods' logs a failure shows.
 	dumpNamespaces []string
+	// docEnv and docPath are what runDocCommands adds to the environment
+	// and PATH of the docs' commands.
+	docEnv, docPath []string
 }
 
 // newSuite connects to the node, starts the Mailgun fake on the node's
@@ -241,7 +268,7 @@ func (s *suite) runSteps(t *testing.T, steps []step) {
 func TestInstallFromCatalogImage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-	cfg := loadSettings(t, false)
+	cfg := loadSettings(t, modeOLMv0)
 	// The operator speaks plain HTTP only to loopback, so the fake serves
 	// HTTPS on the node's bridge with a certificate of a CA made here; the
 	// operator trusts that CA through the Subscription (see subscribe).
@@ -453,11 +480,16 @@ func (s *suite) subscribe() {
 	s.t.Logf("operator pod %s runs image %s", pod.Name, c.Image)
 }
 
-// The sections of docs/install-olm.md whose YAML blocks the e2e applies.
-const (
-	docCatalog   = "## 2. Add the catalog"
-	docSubscribe = "## 3. Create the namespace and the Subscription"
-	docSettings  = "## 3a. Give the operator its Mailgun settings"
+// docSection is a section of a page of docs/, by its heading.
+type docSection struct{ page, heading string }
+
+func (d docSection) String() string { return fmt.Sprintf("docs/%s %q", d.page, d.heading) }
+
+// The sections of docs/install-olm.md whose blocks the e2e applies and runs.
+var (
+	docCatalog   = docSection{"install-olm.md", "## 2. Add the catalog"}
+	docSubscribe = docSection{"install-olm.md", "## 3. Create the namespace and the Subscription"}
+	docSettings  = docSection{"install-olm.md", "## 3a. Give the operator its Mailgun settings"}
 )
 
 // docNames are where the rest of the suite expects each of the doc's
@@ -468,11 +500,11 @@ var docNames = map[string]types.NamespacedName{
 	"Subscription":  {Namespace: operatorNS, Name: pkg},
 }
 
-// docBlocks returns the lang blocks of a section of docs/install-olm.md,
-// the page the e2e follows.
-func (s *suite) docBlocks(section, lang string) []string {
+// docBlocks returns the lang blocks of a section of the docs the e2e
+// follows.
+func (s *suite) docBlocks(section docSection, lang string) []string {
 	s.t.Helper()
-	blocks, err := docblock.Section(filepath.Join(s.cfg.repoRoot, "docs", "install-olm.md"), section, lang)
+	blocks, err := docblock.Section(filepath.Join(s.cfg.repoRoot, "docs", section.page), section.heading, lang)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -480,9 +512,9 @@ func (s *suite) docBlocks(section, lang string) []string {
 }
 
 // docObject decodes into obj the object of obj's kind among the YAML blocks
-// of docs/install-olm.md's section: the e2e applies what users copy. It
-// fails unless the object has the name and namespace the suite uses.
-func (s *suite) docObject(section string, obj client.Object) {
+// of a section: the e2e applies what users copy. It fails unless the object
+// has the name and namespace the suite uses.
+func (s *suite) docObject(section docSection, obj client.Object) {
 	s.t.Helper()
 	blocks := s.docBlocks(section, "yaml")
 	gvk, err := apiutil.GVKForObject(obj, s.c.Scheme())
@@ -492,7 +524,7 @@ func (s *suite) docObject(section string, obj client.Object) {
 	for _, block := range blocks {
 		objs, err := manifests.Decode([]byte(block))
 		if err != nil {
-			s.t.Fatalf("docs/install-olm.md %q: %v", section, err)
+			s.t.Fatalf("%s: %v", section, err)
 		}
 		for _, u := range objs {
 			if u.GroupVersionKind() != gvk {
@@ -500,15 +532,15 @@ func (s *suite) docObject(section string, obj client.Object) {
 			}
 			// Strict: a field the type lacks (a typo in the doc) fails.
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, obj, true); err != nil {
-				s.t.Fatalf("docs/install-olm.md %q: the %s: %v", section, gvk.Kind, err)
+				s.t.Fatalf("%s: the %s: %v", section, gvk.Kind, err)
 			}
 			if got, want := client.ObjectKeyFromObject(obj), docNames[gvk.Kind]; got != want {
-				s.t.Fatalf("docs/install-olm.md %q: the %s is %s; the e2e expects %s", section, gvk.Kind, got, want)
+				s.t.Fatalf("%s: the %s is %s; the e2e expects %s", section, gvk.Kind, got, want)
 			}
 			return
 		}
 	}
-	s.t.Fatalf("docs/install-olm.md %q has no %s", section, gvk)
+	s.t.Fatalf("%s has no %s", section, gvk)
 }
 
 // docCatalogSource is the doc's CatalogSource with this run's registry for
@@ -572,32 +604,45 @@ func (s *suite) configure() {
 }
 
 // runDocCommands runs, with bash and the node's kubectl, the sh block at
-// index of a section of docs/install-olm.md, each old string of replace
-// (old, new, ...) replaced by its new one: the e2e types what users copy.
-// It fails if the block no longer holds an old string. The script is not
+// index of a section, each old string of replace (old, new, ...) replaced
+// by its new one: the e2e types what users copy. It fails if the block no
+// longer holds an old string. The environment is the test's without
+// Mailgun settings (MAILGUN_*, MAIL_RECIPIENT: only what the block sets
+// counts), with s.docEnv, and s.docPath before PATH. The script is not
 // logged, and its output only with the fake's API key redacted.
-func (s *suite) runDocCommands(section string, index int, replace ...string) {
+func (s *suite) runDocCommands(section docSection, index int, replace ...string) {
 	s.t.Helper()
 	blocks := s.docBlocks(section, "sh")
 	if index >= len(blocks) {
-		s.t.Fatalf("docs/install-olm.md %q has %d sh blocks, not %d", section, len(blocks), index+1)
+		s.t.Fatalf("%s has %d sh blocks, not %d", section, len(blocks), index+1)
 	}
 	for i := 0; i+1 < len(replace); i += 2 {
 		if !strings.Contains(blocks[index], replace[i]) {
-			s.t.Fatalf("docs/install-olm.md %q: sh block %d no longer holds %q", section, index, replace[i])
+			s.t.Fatalf("%s: sh block %d no longer holds %q", section, index, replace[i])
 		}
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
+	// clusterctl init and upgrade apply a few hundred objects.
+	ctx, cancel := context.WithTimeout(s.ctx, 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", strings.NewReplacer(replace...).Replace(blocks[index]))
+	// A child that outlives a killed bash keeps the output open; stop
+	// waiting for it.
+	cmd.WaitDelay = 10 * time.Second
 	cmd.Dir = s.cfg.repoRoot
-	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(s.cfg.kubectl)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	path := append(slices.Clone(s.docPath), filepath.Dir(s.cfg.kubectl), os.Getenv("PATH"))
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MAILGUN_") && !strings.HasPrefix(kv, "MAIL_RECIPIENT=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, s.docEnv...)
+	cmd.Env = append(cmd.Env, "PATH="+strings.Join(path, string(os.PathListSeparator)))
 	out, err := cmd.CombinedOutput()
 	text := strings.ReplaceAll(string(out), mgAPIKey, "<redacted>")
 	if err != nil {
-		s.t.Fatalf("docs/install-olm.md %q, sh block %d: %v\n%s", section, index, err, text)
+		s.t.Fatalf("%s, sh block %d: %v\n%s", section, index, err, text)
 	}
-	s.t.Logf("ran docs/install-olm.md %q, sh block %d:\n%s", section, index, text)
+	s.t.Logf("ran %s, sh block %d:\n%s", section, index, text)
 }
 
 // settingsSecret and settingsConfigMap read the operator's settings objects.

@@ -21,18 +21,12 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -58,6 +52,7 @@ import (
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/test/support/testca"
 )
 
 const (
@@ -67,6 +62,10 @@ const (
 	olmv1Group     = "olm.operatorframework.io"
 	catalogdServer = "catalogd-service." + olmv1NS + ".svc"
 )
+
+// docOLMv1Installer is the section of docs/install-olm.md whose commands
+// create the installer ServiceAccount.
+var docOLMv1Installer = docSection{"install-olm.md", "### 2. Create the namespace and the installer ServiceAccount"}
 
 var (
 	clusterCatalogGVK   = schema.GroupVersionKind{Group: olmv1Group, Version: "v1", Kind: "ClusterCatalog"}
@@ -83,7 +82,7 @@ var (
 func TestInstallWithOLMv1(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	cfg := loadSettings(t, true)
+	cfg := loadSettings(t, modeOLMv1)
 	// A ClusterExtension cannot add an environment or a volume to the
 	// operator's pod, so the fake's CA is in the operator image's system
 	// trust bundle (hack/e2e.sh builds it so) instead of SSL_CERT_FILE.
@@ -120,62 +119,26 @@ type olmv1PKI struct {
 // as the Secrets standard.yaml's Certificates name.
 func newOLMv1PKI(t *testing.T) olmv1PKI {
 	t.Helper()
-	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "olmv1-ca"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	encode := func(der []byte, key *ecdsa.PrivateKey) (certPEM, keyPEM []byte) {
-		keyDER, err := x509.MarshalECPrivateKey(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-			pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-	}
-	caPEM, caKeyPEM := encode(caDER, caKey)
+	ca := testca.NewCA(t, "olmv1-ca")
 	secret := func(namespace, name string, certPEM, keyPEM []byte, annotations map[string]string) *corev1.Secret {
 		return &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Annotations: annotations},
 			Type:       corev1.SecretTypeTLS,
-			Data:       map[string][]byte{"ca.crt": caPEM, corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM},
+			Data:       map[string][]byte{"ca.crt": ca.PEM, corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM},
 		}
 	}
-	p := olmv1PKI{caPEM: caPEM, secrets: []*corev1.Secret{
-		secret("cert-manager", "olmv1-ca", caPEM, caKeyPEM, map[string]string{"cert-manager.io/allow-direct-injection": "true"}),
+	p := olmv1PKI{caPEM: ca.PEM, secrets: []*corev1.Secret{
+		secret("cert-manager", "olmv1-ca", ca.PEM, ca.KeyPEM, map[string]string{"cert-manager.io/allow-direct-injection": "true"}),
 	}}
-	for i, leaf := range []struct {
+	for _, leaf := range []struct {
 		secret string
 		dns    []string
 	}{
 		{"catalogd-service-cert-git-version", []string{"localhost", catalogdServer, catalogdServer + ".cluster.local"}},
 		{"olmv1-cert", []string{"operator-controller-service." + olmv1NS + ".svc", "operator-controller-service." + olmv1NS + ".svc.cluster.local"}},
 	} {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(int64(i + 2)), Subject: pkix.Name{CommonName: leaf.dns[0]}, DNSNames: leaf.dns,
-			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-			KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		certPEM, keyPEM := encode(der, key)
-		p.secrets = append(p.secrets, secret(olmv1NS, leaf.secret, certPEM, keyPEM, nil))
+		issued := ca.Issue(t, leaf.dns, nil)
+		p.secrets = append(p.secrets, secret(olmv1NS, leaf.secret, issued.CertPEM, issued.KeyPEM, nil))
 	}
 	return p
 }
@@ -402,7 +365,7 @@ func (s *suite) installExtension() {
 	// later; this one is about OLM v1.
 	s.createClusterAPICRDs()
 	// The doc's commands: the namespace, restricted, and installer.yaml.
-	s.runDocCommands("### 2. Create the namespace and the installer ServiceAccount", 0)
+	s.runDocCommands(docOLMv1Installer, 0)
 	s.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: userNS}})
 	start := time.Now()
 	s.applyExample("clusterextension.yaml")
