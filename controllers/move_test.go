@@ -51,9 +51,10 @@ import (
 // TestPauseAfterTheClaimWithholdsTheSend: clusterctl move pauses the
 // Cluster, waits for objects carrying clusterctl's block-move annotation,
 // then copies. A reconcile that read the Cluster unpaused writes its claim
-// with the block, but re-reads the Cluster and the object right before
-// sending: paused now, by either, it does not send (the copy may be made
-// without the claim, and the target would send too). Paused, the
+// with the block, but re-reads the Cluster and (without leader election, as
+// here; see TestFenceReadsOnlyWhatTheLeaseDoesNotCover) the object right
+// before sending: paused now, by either, it does not send (the copy may be
+// made without the claim, and the target would send too). Paused, the
 // reconciler drops the unsent claim and the block, and starts no send, so
 // the move goes on.
 func TestPauseAfterTheClaimWithholdsTheSend(t *testing.T) {

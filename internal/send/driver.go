@@ -333,9 +333,12 @@ type steps[T Object] struct {
 	messageID string
 	email     Email
 	mem       *objectMemory
+	// claimed is the claim this reconcile wrote, locked to the version it
+	// read; "" until then.
+	claimed string
 }
 
-func (st steps[T]) do(ctx context.Context, dec sendprotocol.Decision) *sendprotocol.Answer {
+func (st *steps[T]) do(ctx context.Context, dec sendprotocol.Decision) *sendprotocol.Answer {
 	obj, metrics, messageID, kind := st.s.Object, st.d.Metrics, st.messageID, st.d.Kind.Name
 	switch dec.Op {
 	case sendprotocol.OpVerify:
@@ -354,6 +357,7 @@ func (st steps[T]) do(ctx context.Context, dec sendprotocol.Decision) *sendproto
 			}
 			return sendprotocol.Failed(dec.Op, err)
 		}
+		st.claimed = dec.Claim
 		return &sendprotocol.Answer{Op: dec.Op}
 	case sendprotocol.OpSend:
 		sendCtx, err := st.fence(ctx)
@@ -399,7 +403,14 @@ func (st steps[T]) do(ctx context.Context, dec sendprotocol.Decision) *sendproto
 // (a successor that took over re-claims first). It returns the context to
 // send with: nothing of the send is written after the lease's time is up,
 // so a replica frozen after these checks cannot send late.
-func (st steps[T]) fence(ctx context.Context) (context.Context, error) {
+//
+// With the lease held, a claim this reconcile wrote needs no read of the
+// object: the locked write's answer is the live object, and only a
+// successor, which cannot exist while the lease is held, replaces a claim.
+// (A paused annotation put on the object since then is not seen; moves
+// pause the Cluster, which is read.) Without leader election the read
+// stays: it narrows the window in which another replica could re-claim.
+func (st *steps[T]) fence(ctx context.Context) (context.Context, error) {
 	if st.d.Lease != nil {
 		until, err := st.d.Lease.Held()
 		if err != nil {
@@ -411,17 +422,20 @@ func (st steps[T]) fence(ctx context.Context) (context.Context, error) {
 		return ctx, nil
 	}
 	obj := st.s.Object
-	live := deepCopy(obj)
-	if err := st.d.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
-		return nil, fmt.Errorf("reading the live %s before sending: %w", st.d.Kind.Name, err)
-	}
 	claim := obj.GetAnnotations()[infrav1.SendAttemptedAtAnnotation]
-	liveAnn := live.GetAnnotations()
-	switch {
-	case liveAnn[infrav1.AcceptedMessageIDAnnotation] != "":
-		return nil, fmt.Errorf("the live object already records an accepted email")
-	case liveAnn[infrav1.SendAttemptedAtAnnotation] != claim:
-		return nil, fmt.Errorf("the live object's claim %q is not this attempt's %q", liveAnn[infrav1.SendAttemptedAtAnnotation], claim)
+	live := obj
+	if ownClaim := st.d.Lease != nil && st.claimed != "" && st.claimed == claim; !ownClaim {
+		live = deepCopy(obj)
+		if err := st.d.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
+			return nil, fmt.Errorf("reading the live %s before sending: %w", st.d.Kind.Name, err)
+		}
+		liveAnn := live.GetAnnotations()
+		switch {
+		case liveAnn[infrav1.AcceptedMessageIDAnnotation] != "":
+			return nil, fmt.Errorf("the live object already records an accepted email")
+		case liveAnn[infrav1.SendAttemptedAtAnnotation] != claim:
+			return nil, fmt.Errorf("the live object's claim %q is not this attempt's %q", liveAnn[infrav1.SendAttemptedAtAnnotation], claim)
+		}
 	}
 	// The claim, with its block on clusterctl move, is written before this
 	// read. A move that paused the Cluster before it withholds the send

@@ -131,9 +131,9 @@ type Kind[T Object] struct {
 	// provider ID): the EmailSent condition's reason and message; "" if it
 	// may send.
 	Copied func(obj T) (reason, message string)
-	// Paused reports whether obj, as read live from r, or its Cluster is
-	// paused, or the Cluster is gone; checked right before a send, past
-	// the cache.
+	// Paused reports whether obj (as the apiserver last returned it) or
+	// its Cluster, read live from r, is paused, or the Cluster is gone;
+	// checked right before a send, past the cache.
 	Paused func(ctx context.Context, r client.Reader, obj T) (bool, error)
 }
 
