@@ -42,6 +42,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,6 +54,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/config"
@@ -76,6 +78,9 @@ const (
 )
 
 func main() {
+	// The bench's own informers and clients log nothing worth keeping;
+	// without a logger, controller-runtime prints a stack trace saying so.
+	log.SetLogger(logr.Discard())
 	if len(os.Args) > 1 && os.Args[1] == "informer" {
 		// runInformer runs until it is killed; it returns only on failure.
 		fmt.Fprintln(os.Stderr, runInformer(os.Args[2], os.Args[3]))
@@ -273,9 +278,11 @@ func runOperator(ctx context.Context, env *testenv.Env, proxy *apiproxy.Proxy, f
 		return result{}, err
 	}
 	// Only the namespaces, the probe address and the log level differ from
-	// the shipped Deployment: no metrics endpoint, no leader election (one
-	// replica), settings from the environment.
+	// the shipped Deployment: no metrics endpoint, settings from the
+	// environment. Leader election is on, as the Deployment has it (one
+	// replica, which takes the run's new Lease at once).
 	cmd := exec.Command(op.manager, append([]string{"--namespace=" + ns, "--config-namespace=",
+		"--leader-elect", "--leader-election-namespace=" + ns,
 		"--metrics-bind-address=0", "--health-probe-bind-address=" + probes, "--zap-log-level=error"}, operatorRuns[op.which].args...)...)
 	cmd.Env = []string{"KUBECONFIG=" + kubeconfig, "HOME=" + dir,
 		config.EnvDomain + "=" + domain, config.EnvAPIKey + "=" + apiKey, config.EnvRecipient + "=" + recipient, config.EnvAPIBase + "=" + fake.APIBase()}
