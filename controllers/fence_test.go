@@ -21,38 +21,54 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	infrav1 "github.com/capi-mailgun/cluster-api-provider-mailgun/api/v1beta1"
 	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/send"
+	"github.com/capi-mailgun/cluster-api-provider-mailgun/internal/sendprotocol"
 )
 
 // TestFenceReadsOnlyWhatTheLeaseDoesNotCover: right before a send the
-// fence reads past the cache. Holding the leader election lease, it reads
-// only the Cluster (a move pauses it): the claim this reconcile has just
-// written under optimistic locking can only be replaced by a successor,
-// which the lease rules out. Without leader election it also reads the
-// object, to find another replica's claim. A lease no longer held withholds
-// the send before any read.
+// fence reads past the cache. Holding the leader election lease since
+// before its claim, it reads only the Cluster (a move pauses it): the claim
+// it has just written under optimistic locking can only be replaced by a
+// successor, which that unbroken hold rules out. Without leader election,
+// or with a hold that began after the claim (a replica frozen past its
+// lease that got it back once a successor released it), it also reads the
+// object, and finds a successor's claim there. A lease no longer held
+// withholds the send before any read.
 func TestFenceReadsOnlyWhatTheLeaseDoesNotCover(t *testing.T) {
 	for _, tc := range []struct {
-		name      string
-		lease     send.Lease
+		name  string
+		lease send.Lease
+		// takeover replaces the claim right after the reconcile wrote it,
+		// as a successor does.
+		takeover  bool
 		wantReads []string
 		wantSends int64
 	}{
-		{name: "lease held", lease: fixedLease{until: time.Now().Add(time.Hour)}, wantReads: []string{"Cluster"}, wantSends: 1},
+		{name: "lease held since before the claim", lease: fixedLease{since: time.Now()}, wantReads: []string{"Cluster"}, wantSends: 1},
 		{name: "no leader election", wantReads: []string{"MailgunCluster", "Cluster"}, wantSends: 1},
-		{name: "lease lost", lease: fixedLease{err: errors.New("lease lost")}, wantSends: 0},
+		{name: "no leader election, successor's claim", takeover: true, wantReads: []string{"MailgunCluster"}},
+		{name: "lease lost and acquired again since the claim", lease: fixedLease{reacquired: true}, wantReads: []string{"MailgunCluster", "Cluster"}, wantSends: 1},
+		{name: "lease acquired again after a successor's claim", lease: fixedLease{reacquired: true}, takeover: true, wantReads: []string{"MailgunCluster"}},
+		{name: "lease lost", lease: fixedLease{err: errors.New("lease lost")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			cluster, mc := ownedMailgunCluster("fenced")
 			m := &countingMailer{}
-			c, r := withFakeClient(t, m, fixedSettings{}, nil, cluster, mc)
+			var funcs *interceptor.Funcs
+			if tc.takeover {
+				funcs = replaceTheClaim()
+			}
+			c, r := withFakeClient(t, m, fixedSettings{}, funcs, cluster, mc)
 			reads := &recordingReader{Reader: c}
 			r.APIReader = reads
 			if tc.lease != nil {
@@ -71,13 +87,48 @@ func TestFenceReadsOnlyWhatTheLeaseDoesNotCover(t *testing.T) {
 	}
 }
 
-// fixedLease is held until a fixed time, or fails with err.
-type fixedLease struct {
-	until time.Time
-	err   error
+// replaceTheClaim lets the first claim land, then replaces it with a
+// successor's.
+func replaceTheClaim() *interceptor.Funcs {
+	var once sync.Once
+	return &interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+		if err := c.Patch(ctx, obj, patch, opts...); err != nil {
+			return err
+		}
+		var err error
+		if obj.GetAnnotations()[infrav1.SendAttemptedAtAnnotation] != "" {
+			once.Do(func() {
+				live := obj.DeepCopyObject().(client.Object)
+				if err = c.Get(ctx, client.ObjectKeyFromObject(obj), live); err == nil {
+					ann := live.GetAnnotations()
+					ann[infrav1.SendAttemptedAtAnnotation] = sendprotocol.ClaimValue(time.Now(), "successor")
+					live.SetAnnotations(ann)
+					err = c.Update(ctx, live)
+				}
+			})
+		}
+		return err
+	}}
 }
 
-func (l fixedLease) Held() (time.Time, error) { return l.until, l.err }
+// fixedLease is held since a fixed time (or, reacquired, since the moment
+// it is asked: a hold that began after any claim), or fails with err.
+type fixedLease struct {
+	since      time.Time
+	reacquired bool
+	err        error
+}
+
+func (l fixedLease) Held() (since, until time.Time, err error) {
+	if l.err != nil {
+		return time.Time{}, time.Time{}, l.err
+	}
+	since = l.since
+	if l.reacquired {
+		since = time.Now()
+	}
+	return since, time.Now().Add(time.Hour), nil
+}
 
 // recordingReader records the type of every object it reads.
 type recordingReader struct {

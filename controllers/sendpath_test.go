@@ -266,7 +266,8 @@ func TestSendPathFaultsSendOnce(t *testing.T) {
 		// A replica whose claim was replaced by a successor's (it was
 		// frozen after its claim; the successor took over, settled and
 		// sent) does not send: right before sending it reads the live
-		// object and finds the claim is not its own. It then finds the
+		// object (it runs without leader election, so no Lease vouches for
+		// its claim) and finds the claim is not its own. It then finds the
 		// successor's email in Mailgun's events and records it.
 		{"stale claim is fenced", func(t *testing.T, h kindHarness) {
 			successor := mailer.New(mailer.Settings{Domain: testDomain, APIKey: testAPIKey, Recipient: testRecipient, APIBase: h.fake.APIBase()}, time.Second)

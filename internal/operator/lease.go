@@ -66,6 +66,13 @@ type fencedLease struct {
 	// renewed is when the last successful acquisition or renewal started
 	// (monotonic clock), zero before the first.
 	renewed time.Time
+	// since is when the current unbroken hold began: the start of the
+	// acquisition after which each renewal started within the renew
+	// deadline of the one before. A replica that let the Lease lapse
+	// (frozen, partitioned) and acquires it again, as client-go does when
+	// a successor released it on shutdown, starts a new hold: someone else
+	// may have held the Lease in between.
+	since time.Time
 }
 
 func newFencedLease(cfg *rest.Config, namespace, name, identity string, renewDeadline time.Duration) (*fencedLease, error) {
@@ -115,27 +122,36 @@ func (l *fencedLease) markRenewed(start time.Time, ler resourcelock.LeaderElecti
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if ler.HolderIdentity == l.Identity() {
+		// A renewal that starts within the renew deadline of the last one
+		// used a version of the Lease read before any successor could have
+		// acquired it (LeaseDuration after that renewal), so a successor's
+		// write in between would have made it fail.
+		if l.renewed.IsZero() || start.Sub(l.renewed) >= l.renewDeadline {
+			l.since = start
+		}
 		l.renewed = start
 	} else {
 		// Releasing on shutdown writes an empty holder.
-		l.renewed = time.Time{}
+		l.renewed, l.since = time.Time{}, time.Time{}
 	}
 }
 
-// Held reports until when this replica may still act as the leader: the
-// renew deadline after its last successful renewal; an error once that has
-// passed or if it does not hold the Lease.
-func (l *fencedLease) Held() (time.Time, error) {
+// Held reports since when this replica has held the Lease without a break
+// and until when it may still act as the leader: the renew deadline after
+// its last successful renewal; an error once that has passed or if it does
+// not hold the Lease.
+func (l *fencedLease) Held() (since, until time.Time, err error) {
 	l.mu.Lock()
 	renewed := l.renewed
+	since = l.since
 	l.mu.Unlock()
 	if renewed.IsZero() {
-		return time.Time{}, errors.New("this replica does not hold the leader election lease")
+		return time.Time{}, time.Time{}, errors.New("this replica does not hold the leader election lease")
 	}
-	until := renewed.Add(l.renewDeadline)
+	until = renewed.Add(l.renewDeadline)
 	if age := time.Since(renewed); age >= l.renewDeadline {
-		return time.Time{}, fmt.Errorf("the leader election lease was last renewed %s ago, not within the renew deadline %s: another replica may be taking over",
+		return time.Time{}, time.Time{}, fmt.Errorf("the leader election lease was last renewed %s ago, not within the renew deadline %s: another replica may be taking over",
 			age.Round(time.Millisecond), l.renewDeadline)
 	}
-	return until, nil
+	return since, until, nil
 }

@@ -42,7 +42,10 @@ func (s *stubLock) err() error {
 }
 
 // TestFencedLeaseHeld: sends are allowed only within the renew deadline of
-// this replica's last successful renewal.
+// this replica's last successful renewal, and the hold they are allowed
+// under began with the acquisition after which no renewal came late: a
+// replica that let the Lease lapse and acquired it again (a frozen leader
+// whose successor released the Lease on shutdown) is in a new hold.
 func TestFencedLeaseHeld(t *testing.T) {
 	const deadline = 50 * time.Millisecond
 	ctx := context.Background()
@@ -53,6 +56,8 @@ func TestFencedLeaseHeld(t *testing.T) {
 		steps []func(*fencedLease, *stubLock) error
 		wait  time.Duration
 		held  bool
+		// holdFrom is the step whose start the hold dates from, if held.
+		holdFrom int
 	}{
 		{name: "never acquired", held: false},
 		{name: "just acquired", held: true, steps: []func(*fencedLease, *stubLock) error{
@@ -65,23 +70,36 @@ func TestFencedLeaseHeld(t *testing.T) {
 		{name: "released on shutdown", held: false, steps: []func(*fencedLease, *stubLock) error{
 			func(l *fencedLease, _ *stubLock) error { return l.Update(ctx, mine) },
 			func(l *fencedLease, _ *stubLock) error { return l.Update(ctx, resourcelock.LeaderElectionRecord{}) }}},
+		{name: "renewed within the renew deadline: one hold", held: true, holdFrom: 0, steps: []func(*fencedLease, *stubLock) error{
+			func(l *fencedLease, _ *stubLock) error { return l.Create(ctx, mine) },
+			func(l *fencedLease, _ *stubLock) error { return l.Update(ctx, mine) }}},
+		{name: "lapsed, then acquired again: a new hold", held: true, holdFrom: 2, steps: []func(*fencedLease, *stubLock) error{
+			func(l *fencedLease, _ *stubLock) error { return l.Update(ctx, mine) },
+			func(*fencedLease, *stubLock) error { time.Sleep(2 * deadline); return nil },
+			func(l *fencedLease, _ *stubLock) error { return l.Update(ctx, mine) }}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			stub := &stubLock{}
 			l := &fencedLease{Interface: stub, renewDeadline: deadline}
-			for _, step := range tt.steps {
+			starts := make([]time.Time, len(tt.steps)+1)
+			for i, step := range tt.steps {
+				starts[i] = time.Now()
 				if err := step(l, stub); err != nil {
 					t.Fatal(err)
 				}
 			}
+			starts[len(tt.steps)] = time.Now()
 			time.Sleep(tt.wait)
-			until, err := l.Held()
+			since, until, err := l.Held()
 			if (err == nil) != tt.held {
 				t.Errorf("Held() = %v, want held %v", err, tt.held)
 			}
 			if tt.held && (until.Before(time.Now()) || until.After(time.Now().Add(deadline))) {
 				t.Errorf("held until %v: want within the renew deadline from now", until)
+			}
+			if tt.held && (since.Before(starts[tt.holdFrom]) || !since.Before(starts[tt.holdFrom+1])) {
+				t.Errorf("held since %v: want the start of step %d (%v)", since, tt.holdFrom, starts[tt.holdFrom])
 			}
 		})
 	}

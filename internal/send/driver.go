@@ -334,8 +334,9 @@ type steps[T Object] struct {
 	email     Email
 	mem       *objectMemory
 	// claimed is the claim this reconcile wrote, locked to the version it
-	// read; "" until then.
-	claimed string
+	// read, and claimStart when that write began; "" and zero until then.
+	claimed    string
+	claimStart time.Time
 }
 
 func (st *steps[T]) do(ctx context.Context, dec sendprotocol.Decision) *sendprotocol.Answer {
@@ -349,6 +350,7 @@ func (st *steps[T]) do(ctx context.Context, dec sendprotocol.Decision) *sendprot
 		}
 		return &sendprotocol.Answer{Op: dec.Op}
 	case sendprotocol.OpClaim:
+		start := time.Now()
 		if err := st.s.recordAttempt(ctx, st.d.Kind.Finalizer, messageID, dec.Claim, st.settings.Domain, st.d.Kind.Claimed); err != nil {
 			if !apierrors.IsConflict(err) {
 				// The write may have landed although we got no answer; we
@@ -357,7 +359,7 @@ func (st *steps[T]) do(ctx context.Context, dec sendprotocol.Decision) *sendprot
 			}
 			return sendprotocol.Failed(dec.Op, err)
 		}
-		st.claimed = dec.Claim
+		st.claimed, st.claimStart = dec.Claim, start
 		return &sendprotocol.Answer{Op: dec.Op}
 	case sendprotocol.OpSend:
 		sendCtx, err := st.fence(ctx)
@@ -404,18 +406,23 @@ func (st *steps[T]) do(ctx context.Context, dec sendprotocol.Decision) *sendprot
 // send with: nothing of the send is written after the lease's time is up,
 // so a replica frozen after these checks cannot send late.
 //
-// With the lease held, a claim this reconcile wrote needs no read of the
-// object: the locked write's answer is the live object, and only a
-// successor, which cannot exist while the lease is held, replaces a claim.
+// The object is not read when the claim is this reconcile's own, written
+// during a hold of the lease that began before the write and is unbroken
+// since: the locked write's answer was the live object, and only a
+// successor replaces a claim, which cannot have held the lease meanwhile.
 // (A paused annotation put on the object since then is not seen; moves
-// pause the Cluster, which is read.) Without leader election the read
-// stays: it narrows the window in which another replica could re-claim.
+// pause the Cluster, which is read.) A hold that began after the claim
+// (this replica, frozen, lost the lease and got it back) and no leader
+// election at all keep the read: it finds a successor's claim or email, or
+// narrows the window in which another replica could re-claim.
 func (st *steps[T]) fence(ctx context.Context) (context.Context, error) {
+	var heldSince time.Time
 	if st.d.Lease != nil {
-		until, err := st.d.Lease.Held()
+		since, until, err := st.d.Lease.Held()
 		if err != nil {
 			return nil, err
 		}
+		heldSince = since
 		ctx = mailer.WithWriteDeadline(ctx, until)
 	}
 	if st.d.APIReader == nil {
@@ -424,7 +431,7 @@ func (st *steps[T]) fence(ctx context.Context) (context.Context, error) {
 	obj := st.s.Object
 	claim := obj.GetAnnotations()[infrav1.SendAttemptedAtAnnotation]
 	live := obj
-	if ownClaim := st.d.Lease != nil && st.claimed != "" && st.claimed == claim; !ownClaim {
+	if covered := st.d.Lease != nil && heldSince.Before(st.claimStart) && st.claimed == claim; !covered {
 		live = deepCopy(obj)
 		if err := st.d.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
 			return nil, fmt.Errorf("reading the live %s before sending: %w", st.d.Kind.Name, err)

@@ -60,11 +60,11 @@ type SettingsSource interface {
 	For(ctx context.Context, namespace string, ref *infrav1.MailgunClusterIdentityReference) (mailer.Settings, *config.Unusable, error)
 }
 
-// Lease reports until when this replica holds its leader election lease
-// with time to spare, so that no successor can be sending meanwhile, or
-// why it does not.
+// Lease reports since when this replica has held its leader election
+// lease without a break, and until when it holds it with time to spare, so
+// that no successor can be sending meanwhile; or why it does not.
 type Lease interface {
-	Held() (until time.Time, err error)
+	Held() (since, until time.Time, err error)
 }
 
 // Sender is what sending needs, shared by the drivers of every kind.
@@ -82,8 +82,9 @@ type Sender struct {
 	// Credentials, if set, is consulted before sending.
 	Credentials CredentialsVerifier
 
-	// APIReader reads the live object, past the cache, right before a send
-	// to check that its claim is still this replica's.
+	// APIReader reads past the cache right before a send: the object's
+	// Cluster, to check it is not paused, and the object, to check that its
+	// claim is still this replica's, unless the Lease shows it must be.
 	APIReader client.Reader
 	// Lease, if set (leader election on), must be held before a send.
 	Lease Lease
