@@ -98,13 +98,14 @@ func newFencedLease(cfg *rest.Config, namespace, name, identity string, renewDea
 	return &fencedLease{Interface: lock, renewDeadline: renewDeadline}, nil
 }
 
-// Create acquires the Lease for the first time.
+// Create acquires the Lease for the first time, or after someone deleted
+// it: a new hold, since a standby creates a missing Lease at once.
 func (l *fencedLease) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	start := time.Now()
 	if err := l.Interface.Create(ctx, ler); err != nil {
 		return err
 	}
-	l.markRenewed(start, ler)
+	l.markRenewed(start, ler, true)
 	return nil
 }
 
@@ -114,11 +115,13 @@ func (l *fencedLease) Update(ctx context.Context, ler resourcelock.LeaderElectio
 	if err := l.Interface.Update(ctx, ler); err != nil {
 		return err
 	}
-	l.markRenewed(start, ler)
+	l.markRenewed(start, ler, false)
 	return nil
 }
 
-func (l *fencedLease) markRenewed(start time.Time, ler resourcelock.LeaderElectionRecord) {
+// markRenewed records a successful write of the Lease that started at
+// start; created means it created the Lease, which always begins a hold.
+func (l *fencedLease) markRenewed(start time.Time, ler resourcelock.LeaderElectionRecord, created bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if ler.HolderIdentity == l.Identity() {
@@ -126,7 +129,7 @@ func (l *fencedLease) markRenewed(start time.Time, ler resourcelock.LeaderElecti
 		// used a version of the Lease read before any successor could have
 		// acquired it (LeaseDuration after that renewal), so a successor's
 		// write in between would have made it fail.
-		if l.renewed.IsZero() || start.Sub(l.renewed) >= l.renewDeadline {
+		if created || l.renewed.IsZero() || start.Sub(l.renewed) >= l.renewDeadline {
 			l.since = start
 		}
 		l.renewed = start

@@ -431,7 +431,7 @@ func (st *steps[T]) fence(ctx context.Context) (context.Context, error) {
 	obj := st.s.Object
 	claim := obj.GetAnnotations()[infrav1.SendAttemptedAtAnnotation]
 	live := obj
-	if covered := st.d.Lease != nil && heldSince.Before(st.claimStart) && st.claimed == claim; !covered {
+	if covered := !heldSince.IsZero() && heldSince.Before(st.claimStart) && st.claimed == claim; !covered {
 		live = deepCopy(obj)
 		if err := st.d.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
 			return nil, fmt.Errorf("reading the live %s before sending: %w", st.d.Kind.Name, err)
