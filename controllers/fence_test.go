@@ -21,7 +21,6 @@ import (
 	"errors"
 	"reflect"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -66,7 +65,9 @@ func TestFenceReadsOnlyWhatTheLeaseDoesNotCover(t *testing.T) {
 			m := &countingMailer{}
 			var funcs *interceptor.Funcs
 			if tc.takeover {
-				funcs = replaceTheClaim()
+				funcs = afterTheClaim(func(ann map[string]string) {
+					ann[infrav1.SendAttemptedAtAnnotation] = sendprotocol.ClaimValue(time.Now(), "successor")
+				})
 			}
 			c, r := withFakeClient(t, m, fixedSettings{}, funcs, cluster, mc)
 			reads := &recordingReader{Reader: c}
@@ -85,30 +86,6 @@ func TestFenceReadsOnlyWhatTheLeaseDoesNotCover(t *testing.T) {
 			}
 		})
 	}
-}
-
-// replaceTheClaim lets the first claim land, then replaces it with a
-// successor's.
-func replaceTheClaim() *interceptor.Funcs {
-	var once sync.Once
-	return &interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-		if err := c.Patch(ctx, obj, patch, opts...); err != nil {
-			return err
-		}
-		var err error
-		if obj.GetAnnotations()[infrav1.SendAttemptedAtAnnotation] != "" {
-			once.Do(func() {
-				live := obj.DeepCopyObject().(client.Object)
-				if err = c.Get(ctx, client.ObjectKeyFromObject(obj), live); err == nil {
-					ann := live.GetAnnotations()
-					ann[infrav1.SendAttemptedAtAnnotation] = sendprotocol.ClaimValue(time.Now(), "successor")
-					live.SetAnnotations(ann)
-					err = c.Update(ctx, live)
-				}
-			})
-		}
-		return err
-	}}
 }
 
 // fixedLease is held since a fixed time (or, reacquired, since the moment

@@ -79,7 +79,7 @@ func TestPauseAfterTheClaimWithholdsTheSend(t *testing.T) {
 			m := &countingMailer{}
 			var funcs *interceptor.Funcs
 			if tc.objectPaused {
-				funcs = pauseAfterTheClaim()
+				funcs = afterTheClaim(func(ann map[string]string) { ann[clusterv1.PausedAnnotation] = "true" })
 			}
 			c, r := withFakeClient(t, m, fixedSettings{}, funcs, cluster, mc)
 			stale := &infrav1.MailgunCluster{}
@@ -138,9 +138,9 @@ func TestPauseAfterTheClaimWithholdsTheSend(t *testing.T) {
 	}
 }
 
-// pauseAfterTheClaim adds the paused annotation to the object right after
-// the first write of a claim.
-func pauseAfterTheClaim() *interceptor.Funcs {
+// afterTheClaim lets the first write of a claim land, then changes the
+// object's annotations with change, as another writer would right after it.
+func afterTheClaim(change func(ann map[string]string)) *interceptor.Funcs {
 	var once sync.Once
 	return &interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 		if err := c.Patch(ctx, obj, patch, opts...); err != nil {
@@ -152,7 +152,7 @@ func pauseAfterTheClaim() *interceptor.Funcs {
 				live := obj.DeepCopyObject().(client.Object)
 				if err = c.Get(ctx, client.ObjectKeyFromObject(obj), live); err == nil {
 					ann := live.GetAnnotations()
-					ann[clusterv1.PausedAnnotation] = "true"
+					change(ann)
 					live.SetAnnotations(ann)
 					err = c.Update(ctx, live)
 				}
