@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -61,6 +62,7 @@ func newIdentity() (string, error) {
 type fencedLease struct {
 	resourcelock.Interface
 	renewDeadline time.Duration
+	log           logr.Logger
 
 	mu sync.Mutex
 	// renewed is when the last successful acquisition or renewal started
@@ -75,7 +77,7 @@ type fencedLease struct {
 	since time.Time
 }
 
-func newFencedLease(cfg *rest.Config, namespace, name, identity string, renewDeadline time.Duration) (*fencedLease, error) {
+func newFencedLease(cfg *rest.Config, namespace, name, identity string, renewDeadline time.Duration, log logr.Logger) (*fencedLease, error) {
 	if namespace == "" {
 		return nil, errors.New("leader election needs a namespace: set --leader-election-namespace or --config-namespace")
 	}
@@ -95,7 +97,7 @@ func newFencedLease(cfg *rest.Config, namespace, name, identity string, renewDea
 	if err != nil {
 		return nil, fmt.Errorf("leader election lock: %w", err)
 	}
-	return &fencedLease{Interface: lock, renewDeadline: renewDeadline}, nil
+	return &fencedLease{Interface: lock, renewDeadline: renewDeadline, log: log}, nil
 }
 
 // Create acquires the Lease for the first time, or after someone deleted
@@ -130,6 +132,10 @@ func (l *fencedLease) markRenewed(start time.Time, ler resourcelock.LeaderElecti
 		// acquired it (LeaseDuration after that renewal), so a successor's
 		// write in between would have made it fail.
 		if created || l.renewed.IsZero() || start.Sub(l.renewed) >= l.renewDeadline {
+			if !l.renewed.IsZero() {
+				l.log.Info("Holding the leader election lease again after a break; sends read their object again before sending",
+					"lease", l.Describe())
+			}
 			l.since = start
 		}
 		l.renewed = start

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
@@ -34,6 +35,7 @@ type stubLock struct {
 func (s *stubLock) Create(context.Context, resourcelock.LeaderElectionRecord) error { return s.err() }
 func (s *stubLock) Update(context.Context, resourcelock.LeaderElectionRecord) error { return s.err() }
 func (s *stubLock) Identity() string                                                { return "me" }
+func (s *stubLock) Describe() string                                                { return "ns/lease" }
 func (s *stubLock) err() error {
 	if s.fail {
 		return errors.New("apiserver unreachable")
@@ -59,6 +61,9 @@ func TestFencedLeaseHeld(t *testing.T) {
 		held  bool
 		// holdFrom is the step whose start the hold dates from, if held.
 		holdFrom int
+		// again: the replica logs that it holds the Lease again after a
+		// break (the fault suite counts these lines).
+		again bool
 	}{
 		{name: "never acquired", held: false},
 		{name: "just acquired", held: true, steps: []func(*fencedLease, *stubLock) error{
@@ -74,10 +79,10 @@ func TestFencedLeaseHeld(t *testing.T) {
 		{name: "renewed within the renew deadline: one hold", held: true, holdFrom: 0, steps: []func(*fencedLease, *stubLock) error{
 			func(l *fencedLease, _ *stubLock) error { return l.Create(ctx, mine) },
 			func(l *fencedLease, _ *stubLock) error { return l.Update(ctx, mine) }}},
-		{name: "created again (the Lease was deleted): a new hold", held: true, holdFrom: 1, steps: []func(*fencedLease, *stubLock) error{
+		{name: "created again (the Lease was deleted): a new hold", held: true, holdFrom: 1, again: true, steps: []func(*fencedLease, *stubLock) error{
 			func(l *fencedLease, _ *stubLock) error { return l.Update(ctx, mine) },
 			func(l *fencedLease, _ *stubLock) error { return l.Create(ctx, mine) }}},
-		{name: "lapsed, then acquired again: a new hold", held: true, holdFrom: 2, steps: []func(*fencedLease, *stubLock) error{
+		{name: "lapsed, then acquired again: a new hold", held: true, holdFrom: 2, again: true, steps: []func(*fencedLease, *stubLock) error{
 			func(l *fencedLease, _ *stubLock) error { return l.Update(ctx, mine) },
 			func(*fencedLease, *stubLock) error { time.Sleep(2 * deadline); return nil },
 			func(l *fencedLease, _ *stubLock) error { return l.Update(ctx, mine) }}},
@@ -85,7 +90,9 @@ func TestFencedLeaseHeld(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			stub := &stubLock{}
-			l := &fencedLease{Interface: stub, renewDeadline: deadline}
+			var logged []string
+			log := funcr.New(func(_, args string) { logged = append(logged, args) }, funcr.Options{})
+			l := &fencedLease{Interface: stub, renewDeadline: deadline, log: log}
 			starts := make([]time.Time, len(tt.steps)+1)
 			for i, step := range tt.steps {
 				starts[i] = time.Now()
@@ -104,6 +111,9 @@ func TestFencedLeaseHeld(t *testing.T) {
 			}
 			if tt.held && (since.Before(starts[tt.holdFrom]) || since.After(starts[tt.holdFrom+1])) {
 				t.Errorf("held since %v: want the start of step %d (%v)", since, tt.holdFrom, starts[tt.holdFrom])
+			}
+			if again := len(logged) > 0; again != tt.again {
+				t.Errorf("logged %q: want a line about holding the Lease again: %v", logged, tt.again)
 			}
 		})
 	}

@@ -339,7 +339,7 @@ func New(ctx context.Context, restConfig *rest.Config, o Options) (ctrl.Manager,
 		if ns == "" {
 			ns = ownNamespace()
 		}
-		l, err := newFencedLease(restConfig, ns, o.LeaderElectionID, identity, o.RenewDeadline)
+		l, err := newFencedLease(restConfig, ns, o.LeaderElectionID, identity, o.RenewDeadline, mgrOptions.Logger.WithName("leader-election"))
 		if err != nil {
 			return nil, err
 		}
