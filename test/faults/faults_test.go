@@ -54,6 +54,14 @@ import (
 // chaosMaxBackoff is the chaos test's --mailgun-max-backoff.
 const chaosMaxBackoff = 30 * time.Second
 
+// Log lines the suite counts: a replica that holds the leader election
+// Lease again after a break in the same process, and a send the fence
+// withheld (debug).
+const (
+	heldAgainLine = "Holding the leader election lease again after a break"
+	withheldLine  = "Retrying soon: not sending"
+)
+
 const (
 	domain    = "mg.faults.example.com"
 	apiKey    = "key-faults-7c1e0d9b3a5f-never-log-me" //nolint:gosec // G101: a made-up key for the Mailgun fake
@@ -105,19 +113,31 @@ func (r *replica) start(t *testing.T, bin string) {
 	r.p = proc.Start(t, r.logDir, fmt.Sprintf("%s-%d", r.name, r.restarts), bin, r.args, r.env)
 }
 
-func (r *replica) kill() {
+func (r *replica) kill() { r.proc().Kill() }
+
+// stop ends the replica gracefully (SIGTERM), as a rollout does: it
+// releases the Lease on its way out.
+func (r *replica) stop() { r.proc().Stop() }
+
+// suspend freezes the replica (SIGSTOP) until resume.
+func (r *replica) suspend() { r.proc().Suspend() }
+
+// resume continues the replica after suspend.
+func (r *replica) resume() { r.proc().Resume() }
+
+// exited reports whether the replica's current process has exited.
+func (r *replica) exited() bool { return r.proc().Exited() }
+
+func (r *replica) proc() *proc.Proc {
 	r.mu.Lock()
-	p := r.p
-	r.mu.Unlock()
-	p.Kill()
+	defer r.mu.Unlock()
+	return r.p
 }
 
 // freeze stops the replica for d and continues it; it reports whether the
 // replica exited meanwhile or on waking (it loses its lease and stops).
 func (r *replica) freeze(d time.Duration) bool {
-	r.mu.Lock()
-	p := r.p
-	r.mu.Unlock()
+	p := r.proc()
 	p.Freeze(d)
 	time.Sleep(time.Second)
 	return p.Exited()
@@ -129,6 +149,7 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 	seed := envSeed("FAULTS_SEED")
 	t.Logf("objects=%d seed=%d (set FAULTS_SEED to reproduce)", n, seed)
 	bin, logDir := managerAndLogDir(t, "")
+	replicaLogs := filepath.Join(logDir, "replica*.log")
 	outageLen := envDuration("FAULTS_OUTAGE", time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute+2*outageLen)
 	defer cancel()
@@ -227,10 +248,14 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 	// Create the objects while the chaos runs.
 	chaosCtx, stopChaos := context.WithTimeout(ctx, 60*time.Second)
 	defer stopChaos()
-	// Half of the blows freeze a replica (SIGSTOP) for twice the lease
-	// duration instead of killing it: a stale leader that wakes up after a
-	// successor took over, possibly between its claim and its send.
-	type blows struct{ kills, freezes int }
+	// A third of the blows kill a replica (SIGKILL). A third freeze one
+	// (SIGSTOP) for twice the lease duration: a stale leader that wakes up
+	// after a successor took over, possibly between its claim and its send.
+	// A third freeze one and, while it sleeps, roll the other (SIGTERM: it
+	// finishes its reconciles and releases the Lease, as in a rollout): the
+	// frozen one may wake to a free Lease and hold it again in the same
+	// process, after its successor re-claimed and sent.
+	type blows struct{ kills, freezes, rollouts int }
 	chaos := make(chan blows, 1)
 	go func() {
 		var b blows
@@ -238,22 +263,38 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 		for chaosCtx.Err() == nil {
 			rngMu.Lock()
 			wait := time.Duration(2000+rng.IntN(4000)) * time.Millisecond
-			victim := replicas[rng.IntN(len(replicas))]
-			freeze := rng.IntN(2) == 0
+			i := rng.IntN(len(replicas))
+			blow := rng.IntN(3)
 			rngMu.Unlock()
+			victim, other := replicas[i], replicas[1-i]
 			select {
 			case <-chaosCtx.Done():
 				return
 			case <-time.After(wait):
 			}
-			if freeze {
+			switch blow {
+			case 0:
+				b.kills++
+				victim.kill()
+			case 1:
 				b.freezes++
 				if !victim.freeze(8 * time.Second) {
 					continue
 				}
-			} else {
-				b.kills++
-				victim.kill()
+			case 2:
+				b.rollouts++
+				// Past the lease duration and the settle time after the
+				// freeze, the other has taken over and may have re-claimed
+				// and sent what the frozen one had claimed.
+				exited := make(chan bool, 1)
+				go func() { exited <- victim.freeze(10 * time.Second) }()
+				time.Sleep(7 * time.Second)
+				other.stop()
+				if !<-exited {
+					other.start(t, bin)
+					continue
+				}
+				other.start(t, bin)
 			}
 			victim.start(t, bin)
 		}
@@ -278,8 +319,10 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 	copies := createCopies(ctx, t, objs, 20)
 	<-chaosCtx.Done()
 	b := <-chaos
-	t.Logf("chaos over: %d manager kills, %d freezes; apiserver writes %d (refused %d, applied-then-failed %d); Mailgun sends %d",
-		b.kills, b.freezes, proxy.Writes.Load(), proxy.Refused.Load(), proxy.Lost.Load(), sendCount(fake))
+	t.Logf("chaos over: %d manager kills, %d freezes, %d rollouts during a freeze (%d times a replica held the Lease again after a break); "+
+		"apiserver writes %d (refused %d, applied-then-failed %d); Mailgun sends %d",
+		b.kills, b.freezes, b.rollouts, countInLogs(t, replicaLogs, heldAgainLine),
+		proxy.Writes.Load(), proxy.Refused.Load(), proxy.Lost.Load(), sendCount(fake))
 
 	// Faults keep going; every object must converge.
 	converge(ctx, t, c, ns, "the chaos ended", 6*time.Minute)
@@ -351,7 +394,7 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 		}
 	}
 	t.Logf("%d objects (%v): %d duplicates, %d lost; %d emails accepted in total; %d sends withheld by the fence",
-		len(list), perKind, duplicates, lost, len(fake.Messages()), countInLogs(t, logDir, "Retrying soon: not sending"))
+		len(list), perKind, duplicates, lost, len(fake.Messages()), countInLogs(t, replicaLogs, withheldLine))
 	if want := n + outageObjects + copies.clusters; perKind["MailgunCluster"] != want {
 		t.Errorf("%d MailgunClusters, want %d", perKind["MailgunCluster"], want)
 	}
@@ -480,9 +523,10 @@ func notConverged(ctx context.Context, t *testing.T, c client.Client, ns string)
 	return out
 }
 
-// countInLogs counts the lines of the replicas' logs that contain s.
-func countInLogs(t *testing.T, logDir, s string) int {
-	files, err := filepath.Glob(filepath.Join(logDir, "replica*.log"))
+// countInLogs counts the occurrences of s in the log files that match
+// pattern.
+func countInLogs(t *testing.T, pattern, s string) int {
+	files, err := filepath.Glob(pattern)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"path/filepath"
@@ -73,6 +74,15 @@ type Proxy struct {
 	// Requests counts every request, of any verb and resource (a watch
 	// once, when it starts).
 	Requests atomic.Int64
+
+	// holds are the objects whose next metadata write's answer is held
+	// back (HoldNextWrite).
+	holds map[string]*hold
+}
+
+// hold is a write applied by the apiserver whose answer waits for release.
+type hold struct {
+	applied, release chan struct{}
 }
 
 // Start starts a proxy in front of the apiserver of cfg.
@@ -127,6 +137,24 @@ func (p *Proxy) WriteKubeconfig(dir string) (string, error) {
 	return path, clientcmd.WriteToFile(*cfg, path)
 }
 
+// HoldNextWrite makes the next write to the metadata or spec (not status)
+// of the MailgunCluster or MailgunMachine namespace/name reach the
+// apiserver, and holds its answer back until release is called (or the
+// client gives up): a reply slow on its way back, or one the client, frozen,
+// has not read yet. applied is closed once the apiserver has answered.
+// release may be called more than once.
+func (p *Proxy) HoldNextWrite(namespace, name string) (applied <-chan struct{}, release func()) {
+	h := &hold{applied: make(chan struct{}), release: make(chan struct{})}
+	p.mu.Lock()
+	if p.holds == nil {
+		p.holds = map[string]*hold{}
+	}
+	p.holds[namespace+"/"+name] = h
+	p.mu.Unlock()
+	var once sync.Once
+	return h.applied, func() { once.Do(func() { close(h.release) }) }
+}
+
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.Requests.Add(1)
 	object := writtenObject(r)
@@ -140,7 +168,29 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.writesTo = map[string]int{}
 	}
 	p.writesTo[object]++
+	h := p.holds[object]
+	if h != nil && !strings.HasSuffix(r.URL.Path, "/status") {
+		delete(p.holds, object)
+	} else {
+		h = nil
+	}
 	p.mu.Unlock()
+	if h != nil {
+		answer := httptest.NewRecorder()
+		p.proxy.ServeHTTP(answer, r)
+		close(h.applied)
+		select {
+		case <-h.release:
+		case <-r.Context().Done():
+			return
+		}
+		for k, v := range answer.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(answer.Code)
+		_, _ = w.Write(answer.Body.Bytes()) // the client may have gone; it then sees no answer, as intended
+		return
+	}
 	if p.opts.FailRate == 0 {
 		p.proxy.ServeHTTP(&conflictCounter{ResponseWriter: w, conflicts: &p.Conflicts}, r)
 		return

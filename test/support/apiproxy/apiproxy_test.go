@@ -20,7 +20,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 )
@@ -74,5 +76,70 @@ func TestCounters(t *testing.T) {
 	}
 	if got := p.Conflicts.Load(); got != 1 {
 		t.Errorf("Conflicts = %d, want 1", got)
+	}
+}
+
+// TestHoldNextWrite: the next metadata write to the object reaches the
+// apiserver at once and its answer waits for release; status writes and
+// the writes after it pass.
+func TestHoldNextWrite(t *testing.T) {
+	var reached atomic.Int64
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		reached.Add(1)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer api.Close()
+	p, err := Start(&rest.Config{Host: api.URL}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	const base = "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/ns/mailgunclusters/a"
+	patch := func(path string) int {
+		r, err := http.NewRequest(http.MethodPatch, p.Host()+path, strings.NewReader("{}"))
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	applied, release := p.HoldNextWrite("ns", "a")
+	defer release()
+	if got := patch(base + "/status"); got != http.StatusCreated {
+		t.Errorf("status write: %d, want it answered (201)", got)
+	}
+	answered := make(chan int, 1)
+	go func() { answered <- patch(base) }()
+	select {
+	case <-applied:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held write did not reach the apiserver")
+	}
+	if got := reached.Load(); got != 2 {
+		t.Errorf("the apiserver saw %d writes, want 2", got)
+	}
+	select {
+	case code := <-answered:
+		t.Fatalf("the held write was answered (%d) before release", code)
+	case <-time.After(200 * time.Millisecond):
+	}
+	release()
+	select {
+	case code := <-answered:
+		if code != http.StatusCreated {
+			t.Errorf("held write answered %d after release, want the apiserver's 201", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held write was not answered after release")
+	}
+	if got := patch(base); got != http.StatusCreated {
+		t.Errorf("the next write: %d, want it answered (201)", got)
 	}
 }

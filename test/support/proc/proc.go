@@ -118,14 +118,19 @@ func (p *Proc) Kill() {
 // as a long GC pause, a frozen VM or a network partition would look to the
 // rest of the cluster.
 func (p *Proc) Freeze(d time.Duration) {
-	pgid := -p.Cmd.Process.Pid
-	_ = syscall.Kill(pgid, syscall.SIGSTOP)
+	p.Suspend()
 	select {
 	case <-p.done:
 	case <-time.After(d):
 	}
-	_ = syscall.Kill(pgid, syscall.SIGCONT)
+	p.Resume()
 }
+
+// Suspend stops the process group with SIGSTOP until Resume.
+func (p *Proc) Suspend() { _ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGSTOP) }
+
+// Resume continues the process group after Suspend.
+func (p *Proc) Resume() { _ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGCONT) }
 
 // Exited reports whether the process has exited.
 func (p *Proc) Exited() bool {
