@@ -125,23 +125,25 @@ func (l *fencedLease) Update(ctx context.Context, ler resourcelock.LeaderElectio
 // start; created means it created the Lease, which always begins a hold.
 func (l *fencedLease) markRenewed(start time.Time, ler resourcelock.LeaderElectionRecord, created bool) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	again := false
 	if ler.HolderIdentity == l.Identity() {
 		// A renewal that starts within the renew deadline of the last one
 		// used a version of the Lease read before any successor could have
 		// acquired it (LeaseDuration after that renewal), so a successor's
 		// write in between would have made it fail.
 		if created || l.renewed.IsZero() || start.Sub(l.renewed) >= l.renewDeadline {
-			if !l.renewed.IsZero() {
-				l.log.Info("Holding the leader election lease again after a break; sends read their object again before sending",
-					"lease", l.Describe())
-			}
+			again = !l.renewed.IsZero()
 			l.since = start
 		}
 		l.renewed = start
 	} else {
 		// Releasing on shutdown writes an empty holder.
 		l.renewed, l.since = time.Time{}, time.Time{}
+	}
+	l.mu.Unlock()
+	if again {
+		l.log.Info("Holding the leader election lease again after a break; sends whose claim predates it read their object before sending",
+			"lease", l.Describe())
 	}
 }
 

@@ -92,8 +92,8 @@ func envSeed(name string) uint64 {
 	return rand.Uint64N(1e9)
 }
 
-// replica is one manager process of the two that share leader election,
-// restarted after every kill.
+// replica is one manager process of those that share leader election,
+// started again whenever the test kills or stops it, or it exits.
 type replica struct {
 	name        string
 	args        []string
@@ -134,13 +134,19 @@ func (r *replica) proc() *proc.Proc {
 	return r.p
 }
 
-// freeze stops the replica for d and continues it; it reports whether the
-// replica exited meanwhile or on waking (it loses its lease and stops).
-func (r *replica) freeze(d time.Duration) bool {
-	p := r.proc()
-	p.Freeze(d)
-	time.Sleep(time.Second)
-	return p.Exited()
+// freeze stops the replica for d and continues it.
+func (r *replica) freeze(d time.Duration) { r.proc().Freeze(d) }
+
+// leader is the index of the replica whose metrics say it holds the leader
+// election Lease id, or -1 if none does.
+func leader(replicas []*replica, id string) int {
+	for i, r := range replicas {
+		text, err := scrape(r.metricsAddr)
+		if err == nil && strings.Contains(text, `leader_election_master_status{name="`+id+`"} 1`) {
+			return i
+		}
+	}
+	return -1
 }
 
 func TestExactlyOneEmailUnderFaults(t *testing.T) {
@@ -248,55 +254,73 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 	// Create the objects while the chaos runs.
 	chaosCtx, stopChaos := context.WithTimeout(ctx, 60*time.Second)
 	defer stopChaos()
-	// A third of the blows kill a replica (SIGKILL). A third freeze one
-	// (SIGSTOP) for twice the lease duration: a stale leader that wakes up
-	// after a successor took over, possibly between its claim and its send.
-	// A third freeze one and, while it sleeps, roll the other (SIGTERM: it
-	// finishes its reconciles and releases the Lease, as in a rollout): the
-	// frozen one may wake to a free Lease and hold it again in the same
-	// process, after its successor re-claimed and sent.
+	// Blows land on the leader when the replicas' metrics say which one it
+	// is (a standby has nothing in flight). A third of them kill it
+	// (SIGKILL). A third freeze it (SIGSTOP) for twice the lease duration: a
+	// stale leader that wakes up after a successor took over, possibly
+	// between its claim and its send. A third freeze it and, while it
+	// sleeps, roll the other (SIGTERM: it finishes its reconciles and
+	// releases the Lease, as in a rollout): the frozen one may wake to a
+	// free Lease and hold it again in the same process, after its successor
+	// re-claimed and sent.
 	type blows struct{ kills, freezes, rollouts int }
 	chaos := make(chan blows, 1)
 	go func() {
 		var b blows
-		defer func() { chaos <- b }()
+		// A replica that exited comes back, as its Deployment would bring
+		// it back: after a kill or a stop, or a frozen leader that woke to
+		// a successor's valid Lease and gave up.
+		restartExited := func() {
+			for _, r := range replicas {
+				if r.exited() {
+					r.start(t, bin)
+				}
+			}
+		}
+		defer func() {
+			restartExited()
+			chaos <- b
+		}()
 		for chaosCtx.Err() == nil {
 			rngMu.Lock()
 			wait := time.Duration(2000+rng.IntN(4000)) * time.Millisecond
 			i := rng.IntN(len(replicas))
 			blow := rng.IntN(3)
 			rngMu.Unlock()
-			victim, other := replicas[i], replicas[1-i]
 			select {
 			case <-chaosCtx.Done():
 				return
 			case <-time.After(wait):
 			}
+			restartExited()
+			if l := leader(replicas, "capmg-faults"); l >= 0 {
+				i = l
+			}
+			victim, other := replicas[i], replicas[1-i]
 			switch blow {
 			case 0:
 				b.kills++
 				victim.kill()
+				victim.start(t, bin)
 			case 1:
 				b.freezes++
-				if !victim.freeze(8 * time.Second) {
-					continue
-				}
+				victim.freeze(8 * time.Second)
 			case 2:
 				b.rollouts++
-				// Past the lease duration and the settle time after the
-				// freeze, the other has taken over and may have re-claimed
-				// and sent what the frozen one had claimed.
-				exited := make(chan bool, 1)
-				go func() { exited <- victim.freeze(10 * time.Second) }()
-				time.Sleep(7 * time.Second)
+				// The other takes the Lease about a lease duration (4s)
+				// into the freeze, and re-claims what the frozen one had
+				// claimed once the settle time (5s) since those claims has
+				// passed. It is stopped at 8s and restarted only after the
+				// frozen one wakes at 11s, so that the Lease is free then.
+				frozen := make(chan struct{})
+				go func() {
+					defer close(frozen)
+					victim.freeze(11 * time.Second)
+				}()
+				time.Sleep(8 * time.Second)
 				other.stop()
-				if !<-exited {
-					other.start(t, bin)
-					continue
-				}
-				other.start(t, bin)
+				<-frozen
 			}
-			victim.start(t, bin)
 		}
 	}()
 	// Every third cluster has a control-plane machine: both kinds meet the
@@ -421,6 +445,17 @@ func managerAndLogDir(t *testing.T, sub string) (bin, logDir string) {
 	if err := os.MkdirAll(logDir, 0o750); err != nil {
 		t.Fatal(err)
 	}
+	// The suite counts lines in this run's logs; a reused directory holds
+	// an earlier run's (replicas append to their log file).
+	old, err := filepath.Glob(filepath.Join(logDir, "replica*.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range old {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return bin, logDir
 }
 
@@ -439,9 +474,11 @@ func startControlPlane(ctx context.Context, t *testing.T, ns string) *testenv.En
 	return env
 }
 
-// scrape returns the text of the metrics a manager serves at addr.
+// scrape returns the text of the metrics a manager serves at addr; it
+// gives up after 5s (a frozen manager accepts the connection and never
+// answers).
 func scrape(addr string) (string, error) {
-	resp, err := http.Get("http://" + addr + "/metrics")
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + addr + "/metrics")
 	if err != nil {
 		return "", err
 	}

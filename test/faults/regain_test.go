@@ -64,7 +64,7 @@ func TestFrozenLeaderThatHoldsTheLeaseAgainSendsNothing(t *testing.T) {
 	fake := mailgunfake.Start(domain, apiKey)
 	t.Cleanup(fake.Close)
 
-	start := func(name string) (*replica, *apiproxy.Proxy) {
+	start := func(replicaName string) (*replica, *apiproxy.Proxy) {
 		proxy, err := apiproxy.Start(env.Config, apiproxy.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -75,7 +75,7 @@ func TestFrozenLeaderThatHoldsTheLeaseAgainSendsNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := &replica{
-			name: name, logDir: logDir,
+			name: replicaName, logDir: logDir,
 			args: []string{
 				"--leader-elect", "--leader-election-id=" + leaseName, "--leader-election-namespace=" + ns,
 				"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms",
@@ -94,24 +94,31 @@ func TestFrozenLeaderThatHoldsTheLeaseAgainSendsNothing(t *testing.T) {
 	}
 	wait := func(what string, timeout time.Duration, cond func() (bool, string)) {
 		t.Helper()
-		if ok, state := poll.Until(ctx, timeout, 200*time.Millisecond, cond); !ok {
+		if ok, state := poll.Until(ctx, timeout, 50*time.Millisecond, cond); !ok {
 			t.Fatalf("%s: not within %s (%s)", what, timeout, state)
 		}
+	}
+	lease := func() (holder string, renewed time.Time) {
+		l := &coordinationv1.Lease{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: leaseName}, l); err != nil {
+			return "", time.Time{}
+		}
+		if l.Spec.HolderIdentity != nil {
+			holder = *l.Spec.HolderIdentity
+		}
+		if l.Spec.RenewTime != nil {
+			renewed = l.Spec.RenewTime.Time
+		}
+		return holder, renewed
 	}
 	aLog := filepath.Join(logDir, "replica-a-1.log")
 	emails := func() int { return len(fake.MessagesWithVariable(mailer.VarCluster, ns+"/"+name)) }
 
 	a, proxyA := start("replica-a")
+	var aIdentity string
 	wait("replica a holds the Lease", time.Minute, func() (bool, string) {
-		lease := &coordinationv1.Lease{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: leaseName}, lease); err != nil {
-			return false, err.Error()
-		}
-		holder := ""
-		if lease.Spec.HolderIdentity != nil {
-			holder = *lease.Spec.HolderIdentity
-		}
-		return holder != "", "holder " + holder
+		aIdentity, _ = lease()
+		return aIdentity != "", "no holder"
 	})
 	b, _ := start("replica-b")
 
@@ -123,27 +130,51 @@ func TestFrozenLeaderThatHoldsTheLeaseAgainSendsNothing(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("replica a wrote no claim within a minute")
 	}
+	mc := &infrav1.MailgunCluster{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, mc); err != nil {
+		t.Fatal(err)
+	}
+	if mc.Annotations[infrav1.SendAttemptedAtAnnotation] == "" {
+		t.Fatalf("the held write was not replica a's claim: annotations %v", mc.Annotations)
+	}
+	// Freeze a right after a renewal of its Lease, not in the middle of
+	// one (a renewal cut by the freeze fails on waking, and a exits).
+	_, renewed := lease()
+	wait("replica a renews its Lease", 10*time.Second, func() (bool, string) {
+		_, r := lease()
+		return r.After(renewed), "renewed " + r.String()
+	})
+	time.Sleep(100 * time.Millisecond)
 	a.suspend()
 	defer a.resume()
 	wait("replica b records an email", time.Minute, func() (bool, string) {
-		mc := &infrav1.MailgunCluster{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, mc); err != nil {
 			return false, err.Error()
 		}
 		return mc.Status.MessageID != "", fmt.Sprintf("%d emails, conditions %v", emails(), mc.Status.Conditions)
 	})
 	b.stop()
+	if holder, _ := lease(); holder != "" {
+		t.Fatalf("replica b did not release the Lease on SIGTERM: held by %q", holder)
+	}
 	a.resume()
 	wait("replica a holds the Lease again after its freeze", 30*time.Second, func() (bool, string) {
-		return countInLogs(t, aLog, heldAgainLine) > 0,
-			fmt.Sprintf("replica a exited: %v", a.exited())
+		holder, _ := lease()
+		return holder == aIdentity || a.exited(), fmt.Sprintf("holder %q", holder)
 	})
+	if a.exited() {
+		t.Fatalf("replica a exited on waking instead of taking the free Lease:\n%s", a.proc().Tail(20))
+	}
+	if countInLogs(t, aLog, heldAgainLine) == 0 {
+		t.Errorf("replica a holds the Lease again and did not log %q", heldAgainLine)
+	}
 	release()
 	// a withholds its send (the debug line the fence's refusal leaves), or
-	// sends a second email.
+	// sends a second email; and sends none later.
 	wait("replica a decides about its claim", 30*time.Second, func() (bool, string) {
 		return countInLogs(t, aLog, withheldLine) > 0 || emails() > 1, fmt.Sprintf("%d emails", emails())
 	})
+	poll.Until(ctx, 5*time.Second, 200*time.Millisecond, func() (bool, string) { return emails() > 1, "" })
 	if n := emails(); n != 1 {
 		t.Fatalf("%d emails for %s, want 1: the replica that held the Lease again sent under a claim its successor had replaced", n, name)
 	}

@@ -60,11 +60,15 @@ type Proxy struct {
 	addr  string
 	opts  Options
 
+	// mu guards rng, writesTo and holds.
 	mu  sync.Mutex
 	rng *rand.Rand
 	// writesTo counts the writes per object, "<namespace>/<name>": a
 	// MailgunCluster and a MailgunMachine of one name share a count.
 	writesTo map[string]int
+	// holds are the objects whose next metadata write's answer is held
+	// back (HoldNextWrite).
+	holds map[string]*hold
 
 	// Writes counts PATCH/PUT requests to MailgunClusters and
 	// MailgunMachines (metadata and status); Refused and Lost the injected
@@ -74,10 +78,6 @@ type Proxy struct {
 	// Requests counts every request, of any verb and resource (a watch
 	// once, when it starts).
 	Requests atomic.Int64
-
-	// holds are the objects whose next metadata write's answer is held
-	// back (HoldNextWrite).
-	holds map[string]*hold
 }
 
 // hold is a write applied by the apiserver whose answer waits for release.
@@ -142,7 +142,9 @@ func (p *Proxy) WriteKubeconfig(dir string) (string, error) {
 // apiserver, and holds its answer back until release is called (or the
 // client gives up): a reply slow on its way back, or one the client, frozen,
 // has not read yet. applied is closed once the apiserver has answered.
-// release may be called more than once.
+// release may be called more than once. A held write meets none of the
+// injected failures. A second call for the same object before its write
+// came replaces the first (whose applied then never closes).
 func (p *Proxy) HoldNextWrite(namespace, name string) (applied <-chan struct{}, release func()) {
 	h := &hold{applied: make(chan struct{}), release: make(chan struct{})}
 	p.mu.Lock()

@@ -101,7 +101,7 @@ func TestHoldNextWrite(t *testing.T) {
 			t.Error(err)
 			return 0
 		}
-		resp, err := http.DefaultClient.Do(r)
+		resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(r)
 		if err != nil {
 			t.Error(err)
 			return 0
