@@ -137,16 +137,24 @@ func (r *replica) proc() *proc.Proc {
 // freeze stops the replica for d and continues it.
 func (r *replica) freeze(d time.Duration) { r.proc().Freeze(d) }
 
-// leader is the index of the replica whose metrics say it holds the leader
-// election Lease id, or -1 if none does.
+// leader is the index of the only replica whose metrics say it holds the
+// leader election Lease id, or -1 if none or both do (a deposed leader says
+// so until its renew deadline has passed) or a replica does not answer yet.
 func leader(replicas []*replica, id string) int {
+	found := -1
 	for i, r := range replicas {
 		text, err := scrape(r.metricsAddr)
-		if err == nil && strings.Contains(text, `leader_election_master_status{name="`+id+`"} 1`) {
-			return i
+		if err != nil {
+			return -1
+		}
+		if strings.Contains(text, `leader_election_master_status{name="`+id+`"} 1`) {
+			if found >= 0 {
+				return -1
+			}
+			found = i
 		}
 	}
-	return -1
+	return found
 }
 
 func TestExactlyOneEmailUnderFaults(t *testing.T) {
@@ -255,32 +263,32 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 	chaosCtx, stopChaos := context.WithTimeout(ctx, 60*time.Second)
 	defer stopChaos()
 	// Blows land on the leader when the replicas' metrics say which one it
-	// is (a standby has nothing in flight). A third of them kill it
-	// (SIGKILL). A third freeze it (SIGSTOP) for twice the lease duration: a
-	// stale leader that wakes up after a successor took over, possibly
-	// between its claim and its send. A third freeze it and, while it
-	// sleeps, roll the other (SIGTERM: it finishes its reconciles and
+	// is (a standby has nothing in flight), else on either. A third of them
+	// kill it (SIGKILL). A third freeze it (SIGSTOP) for twice the lease
+	// duration: a stale leader that wakes up after a successor took over,
+	// possibly between its claim and its send. A third freeze it and, while
+	// it sleeps, roll the other (SIGTERM: it finishes its reconciles and
 	// releases the Lease, as in a rollout): the frozen one may wake to a
 	// free Lease and hold it again in the same process, after its successor
 	// re-claimed and sent.
-	type blows struct{ kills, freezes, rollouts int }
+	type blows struct{ kills, freezes, rollouts, onLeader, exits int }
+	// restartExited starts again the replicas that exited on their own, as
+	// their Deployment would: a frozen leader gives up once it wakes to a
+	// successor's valid Lease. It reports how many it started.
+	restartExited := func() int {
+		n := 0
+		for _, r := range replicas {
+			if r.exited() {
+				r.start(t, bin)
+				n++
+			}
+		}
+		return n
+	}
 	chaos := make(chan blows, 1)
 	go func() {
 		var b blows
-		// A replica that exited comes back, as its Deployment would bring
-		// it back: after a kill or a stop, or a frozen leader that woke to
-		// a successor's valid Lease and gave up.
-		restartExited := func() {
-			for _, r := range replicas {
-				if r.exited() {
-					r.start(t, bin)
-				}
-			}
-		}
-		defer func() {
-			restartExited()
-			chaos <- b
-		}()
+		defer func() { chaos <- b }()
 		for chaosCtx.Err() == nil {
 			rngMu.Lock()
 			wait := time.Duration(2000+rng.IntN(4000)) * time.Millisecond
@@ -292,9 +300,10 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 				return
 			case <-time.After(wait):
 			}
-			restartExited()
+			b.exits += restartExited()
 			if l := leader(replicas, "capmg-faults"); l >= 0 {
 				i = l
+				b.onLeader++
 			}
 			victim, other := replicas[i], replicas[1-i]
 			switch blow {
@@ -310,8 +319,9 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 				// The other takes the Lease about a lease duration (4s)
 				// into the freeze, and re-claims what the frozen one had
 				// claimed once the settle time (5s) since those claims has
-				// passed. It is stopped at 8s and restarted only after the
-				// frozen one wakes at 11s, so that the Lease is free then.
+				// passed. It is stopped at 8s and started again only after
+				// the frozen one wakes at 11s, so that the Lease is free
+				// then.
 				frozen := make(chan struct{})
 				go func() {
 					defer close(frozen)
@@ -320,7 +330,17 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 				time.Sleep(8 * time.Second)
 				other.stop()
 				<-frozen
+				other.start(t, bin)
 			}
+		}
+	}()
+	// A failing test waits for the chaos to end: a blow under way when it
+	// returns would start a replica after it.
+	chaosOver := false
+	defer func() {
+		if !chaosOver {
+			stopChaos()
+			<-chaos
 		}
 	}()
 	// Every third cluster has a control-plane machine: both kinds meet the
@@ -343,9 +363,13 @@ func TestExactlyOneEmailUnderFaults(t *testing.T) {
 	copies := createCopies(ctx, t, objs, 20)
 	<-chaosCtx.Done()
 	b := <-chaos
-	t.Logf("chaos over: %d manager kills, %d freezes, %d rollouts during a freeze (%d times a replica held the Lease again after a break); "+
+	chaosOver = true
+	b.exits += restartExited()
+	t.Logf("chaos over: %d blows, %d of them on the leader its metrics named: %d manager kills, %d freezes, %d rollouts during a freeze; "+
+		"%d times a replica held the Lease again after a break, %d times one exited on its own; "+
 		"apiserver writes %d (refused %d, applied-then-failed %d); Mailgun sends %d",
-		b.kills, b.freezes, b.rollouts, countInLogs(t, replicaLogs, heldAgainLine),
+		b.kills+b.freezes+b.rollouts, b.onLeader, b.kills, b.freezes, b.rollouts,
+		countInLogs(t, replicaLogs, heldAgainLine), b.exits,
 		proxy.Writes.Load(), proxy.Refused.Load(), proxy.Lost.Load(), sendCount(fake))
 
 	// Faults keep going; every object must converge.
